@@ -1,0 +1,90 @@
+// Package api is Ballet's HTTP face: REST, the realtime websocket, auth, the
+// asynq dashboard mount, /metrics and health.
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+)
+
+// Config is the [server] section of the configuration.
+type Config struct {
+	// Addr is where the api listens.
+	Addr string `toml:"addr"`
+	// ShutdownTimeout is how long a stopping process gives running work.
+	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
+	// BodyLimit caps request bodies, in bytes.
+	BodyLimit int `toml:"body_limit"`
+}
+
+// DefaultConfig returns the built-in server defaults of SPEC §1.
+func DefaultConfig() Config {
+	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20}
+}
+
+// Validate reports the first invalid key of the section.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("server.addr: %w", err)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return errors.New("server.shutdown_timeout: must be positive")
+	}
+	if c.BodyLimit < 1024 {
+		return fmt.Errorf("server.body_limit: must be at least 1024, got %d", c.BodyLimit)
+	}
+	return nil
+}
+
+// Auth modes.
+const (
+	AuthToken = "token"
+	AuthLocal = "local"
+)
+
+// AuthConfig is the [auth] section of the configuration.
+type AuthConfig struct {
+	// Mode is "token" (API tokens and OIDC) or "local" (every request is
+	// subject "local" with platform-admin; loopback only).
+	Mode string `toml:"mode"`
+	// OIDC enables JWTs from an OpenID Connect issuer beside API tokens.
+	OIDC OIDCConfig `toml:"oidc"`
+}
+
+// OIDCConfig is the [auth.oidc] section.
+type OIDCConfig struct {
+	// IssuerURL is the issuer whose JWKS signs accepted tokens; empty turns OIDC off.
+	IssuerURL string `toml:"issuer_url"`
+	// Audience is the required "aud" claim.
+	Audience string `toml:"audience"`
+}
+
+// DefaultAuthConfig returns the built-in auth defaults.
+func DefaultAuthConfig() AuthConfig { return AuthConfig{Mode: AuthToken} }
+
+// Validate reports the first invalid key of the section. listen is
+// server.addr: local mode is refused unless it is loopback only.
+func (c AuthConfig) Validate(listen string) error {
+	switch c.Mode {
+	case AuthToken:
+	case AuthLocal:
+		host, _, _ := net.SplitHostPort(listen)
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("auth.mode: \"local\" is refused because server.addr %q listens beyond loopback; use 127.0.0.1:PORT", listen)
+		}
+	default:
+		return fmt.Errorf("auth.mode: must be %q or %q, got %q", AuthToken, AuthLocal, c.Mode)
+	}
+	if c.OIDC.IssuerURL != "" {
+		if u, err := url.Parse(c.OIDC.IssuerURL); err != nil || u.Scheme == "" || u.Host == "" {
+			return fmt.Errorf("auth.oidc.issuer_url: not an absolute URL: %q", c.OIDC.IssuerURL)
+		}
+		if c.OIDC.Audience == "" {
+			return errors.New("auth.oidc.audience: required with auth.oidc.issuer_url")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// Deps are what the api needs from the process that runs it.
+type Deps struct {
+	DB       *store.DB
+	Redis    redis.UniversalClient
+	Registry *prometheus.Registry
+	Log      *slog.Logger
+	Version  string
+}
+
+// Server is the api service: a Fiber app with every route registered.
+type Server struct {
+	cfg  Config
+	auth AuthConfig
+	db   *store.DB
+	rdb  redis.UniversalClient
+	reg  *prometheus.Registry
+	log  *slog.Logger
+	app  *fiber.App
+	ln   net.Listener
+	done chan error
+}
+
+// New builds the api and registers its routes.
+func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, reg: d.Registry, log: d.Log}
+	s.app = fiber.New(fiber.Config{
+		AppName:               "ballet",
+		BodyLimit:             cfg.BodyLimit,
+		DisableStartupMessage: true,
+		ErrorHandler:          s.handleError,
+		ReadTimeout:           30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+	})
+	s.routes()
+	return s, nil
+}
+
+// App returns the Fiber app, for tests that call app.Test.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Start listens on cfg.Addr and serves until Stop.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", s.cfg.Addr, err)
+	}
+	s.ln = ln
+	s.done = make(chan error, 1)
+	go func() { s.done <- s.app.Listener(ln) }()
+	s.log.InfoContext(ctx, "api listening", slog.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// Addr is the address the api listens on, once started.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Stop stops accepting requests and waits for running ones up to the
+// shutdown timeout.
+func (s *Server) Stop() {
+	if err := s.app.ShutdownWithTimeout(s.cfg.ShutdownTimeout); err != nil {
+		s.log.Warn("api shutdown", slog.Any("error", err))
+	}
+	if s.done != nil {
+		<-s.done
+	}
+}
+
+func (s *Server) routes() {
+	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	s.app.Get("/readyz", s.readyz)
+	if s.reg != nil {
+		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	}
+	v1 := s.app.Group("/api/v1", s.authenticate)
+	s.registerV1(v1)
+}
+
+// readyz answers 200 when Postgres and Redis both answer.
+func (s *Server) readyz(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+	defer cancel()
+	checks := fiber.Map{}
+	ok := true
+	if err := s.db.Ping(ctx); err != nil {
+		checks["postgres"], ok = err.Error(), false
+	} else {
+		checks["postgres"] = "ok"
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		checks["redis"], ok = err.Error(), false
+	} else {
+		checks["redis"] = "ok"
+	}
+	if !ok {
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "checks": checks})
+	}
+	return c.JSON(fiber.Map{"status": "ok", "checks": checks})
+}
+
+// httpStatus maps each error code to its HTTP status: the one table.
+var httpStatus = map[store.Code]int{
+	store.CodeInvalid:         fiber.StatusBadRequest,
+	store.CodeUnauthenticated: fiber.StatusUnauthorized,
+	store.CodeForbidden:       fiber.StatusForbidden,
+	store.CodeNotFound:        fiber.StatusNotFound,
+	store.CodeAlreadyExists:   fiber.StatusConflict,
+	store.CodeConflict:        fiber.StatusConflict,
+	store.CodeInternal:        fiber.StatusInternalServerError,
+}
+
+// errorBody is the REST error shape of SPEC §10.
+type errorBody struct {
+	Error   store.Code     `json:"error"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	var se *store.Error
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &se):
+		return c.Status(httpStatus[se.Code]).JSON(errorBody{Error: se.Code, Message: se.Message, Details: se.Details})
+	case errors.As(err, &fe):
+		code := store.CodeInternal
+		msg := fe.Message
+		switch {
+		case fe.Code == fiber.StatusRequestEntityTooLarge:
+			code, msg = store.CodeInvalid, fmt.Sprintf("request body exceeds %d bytes", s.cfg.BodyLimit)
+		case fe.Code == fiber.StatusNotFound:
+			code = store.CodeNotFound
+		case fe.Code == fiber.StatusMethodNotAllowed || fe.Code < 500:
+			code = store.CodeInvalid
+		}
+		return c.Status(fe.Code).JSON(errorBody{Error: code, Message: msg})
+	}
+	s.log.ErrorContext(c.UserContext(), "request failed", slog.String("method", c.Method()),
+		slog.String("path", c.Path()), slog.Any("error", err))
+	return c.Status(fiber.StatusInternalServerError).JSON(errorBody{Error: store.CodeInternal, Message: "internal error"})
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
+	"github.com/balletplanner/ballet/worker"
+)
+
+// Config is the whole configuration: defaults, then the TOML file, then
+// BALLET_<SECTION>_<KEY> environment variables.
+type Config struct {
+	Server   api.Config           `toml:"server"`
+	Database store.Config         `toml:"database"`
+	Redis    tasks.RedisConfig    `toml:"redis"`
+	Worker   worker.Config        `toml:"worker"`
+	Planner  worker.PlannerConfig `toml:"planner"`
+	Auth     api.AuthConfig       `toml:"auth"`
+	Log      LogConfig            `toml:"log"`
+}
+
+// LogConfig is the [log] section.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `toml:"level"`
+	// Format is json or text.
+	Format string `toml:"format"`
+}
+
+// DefaultConfig returns every built-in default.
+func DefaultConfig() Config {
+	return Config{
+		Server:   api.DefaultConfig(),
+		Database: store.DefaultConfig(),
+		Redis:    tasks.DefaultRedisConfig(),
+		Worker:   worker.DefaultConfig(),
+		Planner:  worker.DefaultPlannerConfig(),
+		Auth:     api.DefaultAuthConfig(),
+		Log:      LogConfig{Level: "info", Format: "json"},
+	}
+}
+
+// Validate checks every section; the first error names its key.
+func (c Config) Validate() error {
+	for _, err := range []error{
+		c.Server.Validate(), c.Database.Validate(), c.Redis.Validate(), c.Worker.Validate(),
+		c.Planner.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate reports the first invalid key of the section.
+func (c LogConfig) Validate() error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.Level)); err != nil {
+		return fmt.Errorf("log.level: must be debug, info, warn or error, got %q", c.Level)
+	}
+	if c.Format != "json" && c.Format != "text" {
+		return fmt.Errorf("log.format: must be json or text, got %q", c.Format)
+	}
+	return nil
+}
+
+// LoadConfig builds the configuration from the file at path (may be empty)
+// and the environment, and validates it as start-up does.
+func LoadConfig(path string, environ []string) (Config, error) {
+	cfg := DefaultConfig()
+	if path != "" {
+		md, err := toml.DecodeFile(path, &cfg)
+		if err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, describeTOMLError(err))
+		}
+		if und := md.Undecoded(); len(und) > 0 {
+			keys := make([]string, len(und))
+			for i, k := range und {
+				keys[i] = k.String()
+			}
+			return Config{}, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+		}
+	}
+	if err := applyEnv(&cfg, environ); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
+func describeTOMLError(err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return errors.New(strings.ReplaceAll(pe.Error(), "toml: ", ""))
+	}
+	return err
+}
+
+// field is one leaf key of the configuration.
+type field struct {
+	key    string // planner.max_rounds
+	env    string // BALLET_PLANNER_MAX_ROUNDS
+	value  reflect.Value
+	secret bool
+}
+
+// fields lists every leaf key of cfg in declaration order.
+func fields(cfg *Config) []field {
+	var out []field
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		t := v.Type()
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			name := sf.Tag.Get("toml")
+			if name == "" || name == "-" {
+				continue
+			}
+			key := name
+			if prefix != "" {
+				key = prefix + "." + name
+			}
+			fv := v.Field(i)
+			if fv.Kind() == reflect.Struct {
+				walk(fv, key)
+				continue
+			}
+			out = append(out, field{key: key, env: "BALLET_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_")),
+				value: fv, secret: sf.Tag.Get("secret") == "true"})
+		}
+	}
+	walk(reflect.ValueOf(cfg).Elem(), "")
+	return out
+}
+
+// applyEnv sets keys from BALLET_<SECTION>_<KEY> variables. An unknown
+// BALLET_ variable is an error, like an unknown key in the file.
+func applyEnv(cfg *Config, environ []string) error {
+	byEnv := map[string]field{}
+	for _, f := range fields(cfg) {
+		byEnv[f.env] = f
+	}
+	var names []string
+	vals := map[string]string{}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, "BALLET_") || name == "BALLET_CONFIG" || strings.HasPrefix(name, "BALLET_TEST_") {
+			continue
+		}
+		names = append(names, name)
+		vals[name] = val
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f, ok := byEnv[name]
+		if !ok {
+			return fmt.Errorf("config: unknown environment variable %s", name)
+		}
+		if err := setFromString(f.value, vals[name]); err != nil {
+			return fmt.Errorf("config: %s (%s): %w", f.key, name, err)
+		}
+	}
+	return nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func setFromString(v reflect.Value, s string) error {
+	if v.Type() == durationType {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("must be a duration such as \"10s\", got %q", s)
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", s)
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("must be an integer, got %q", s)
+		}
+		v.SetInt(n)
+	case reflect.Float64:
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("must be a number, got %q", s)
+		}
+		v.SetFloat(n)
+	case reflect.Slice:
+		var parts []string
+		for p := range strings.SplitSeq(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		v.Set(reflect.ValueOf(parts))
+	default:
+		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}
+
+// Printable renders the effective configuration as TOML with secrets masked.
+func (c Config) Printable() string {
+	var b strings.Builder
+	section := ""
+	for _, f := range fields(&c) {
+		sec, name := f.key[:strings.LastIndex(f.key, ".")], f.key[strings.LastIndex(f.key, ".")+1:]
+		if sec != section {
+			if section != "" {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "[%s]\n", sec)
+			section = sec
+		}
+		fmt.Fprintf(&b, "%s = %s\n", name, render(f))
+	}
+	return b.String()
+}
+
+func render(f field) string {
+	v := f.value
+	if f.secret && !v.IsZero() {
+		return strconv.Quote(mask(v.String()))
+	}
+	if v.Type() == durationType {
+		return strconv.Quote(time.Duration(v.Int()).String())
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return strconv.Quote(v.String())
+	case reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range v.Len() {
+			parts[i] = strconv.Quote(v.Index(i).String())
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// configPath is --config, else BALLET_CONFIG.
+func configPath(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv("BALLET_CONFIG")
+}
+
+// mask hides a secret; for a URL it hides only the password, so that the
+// printed configuration still says where it connects.
+func mask(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "********"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		return strings.Replace(u.String(), "xxxxx", "********", 1)
+	}
+	return u.String()
+}

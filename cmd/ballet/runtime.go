@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
+)
+
+// runtime holds what every long-running command shares: one logger, one
+// Postgres pool, one Redis client and one metrics registry.
+type runtime struct {
+	cfg Config
+	log *slog.Logger
+	db  *store.DB
+	rdb redis.UniversalClient
+	reg *prometheus.Registry
+}
+
+// service is a long-running part of a process.
+type service interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated at load
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// loadForCommand parses --config for a command and loads the configuration.
+func loadForCommand(name, synopsis string, args []string, extra func(*flagSet)) (Config, error) {
+	fs := newFlags(name, synopsis)
+	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
+	if extra != nil {
+		extra(&flagSet{fs})
+	}
+	if err := parse(fs, args); err != nil {
+		return Config{}, err
+	}
+	return LoadConfig(configPath(*path), os.Environ())
+}
+
+// setup connects to Postgres and Redis, migrating when configured, and
+// registers the build info. It fails with a clear message, never a panic,
+// when either is unreachable.
+func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error) {
+	log := newLogger(cfg.Log, os.Stderr).With(slog.String("service", serviceName))
+	slog.SetDefault(log)
+	db, err := store.Open(ctx, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Database.Migrate {
+		n, err := db.Migrate(ctx)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		log.InfoContext(ctx, "migrations applied", slog.Int("count", n))
+	}
+	rdb, err := tasks.NewRedisClient(cfg.Redis)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.Redis.DialTimeout)
+	defer cancel()
+	if err := tasks.Ping(pctx, rdb, cfg.Redis); err != nil {
+		db.Close()
+		_ = rdb.Close()
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ballet_build_info", Help: "Build information of the running process; always 1.",
+	}, []string{"service", "version"})
+	buildInfo.WithLabelValues(serviceName, version).Set(1)
+	reg.MustRegister(buildInfo)
+	return &runtime{cfg: cfg, log: log, db: db, rdb: rdb, reg: reg}, nil
+}
+
+func (rt *runtime) close() {
+	_ = rt.rdb.Close()
+	rt.db.Close()
+}
+
+// run starts the services in order, waits for ctx (SIGTERM or SIGINT), then
+// stops them in reverse order.
+func (rt *runtime) run(ctx context.Context, services ...service) error {
+	var started []service
+	var err error
+	for _, s := range services {
+		if err = s.Start(ctx); err != nil {
+			break
+		}
+		started = append(started, s)
+	}
+	if err == nil {
+		<-ctx.Done()
+		rt.log.Info("shutting down", slog.Duration("timeout", rt.cfg.Server.ShutdownTimeout))
+	}
+	for i := len(started) - 1; i >= 0; i-- {
+		started[i].Stop()
+	}
+	return err
+}
+
+func (rt *runtime) newAPI() (*api.Server, error) {
+	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log, Version: version})
+}
+
+// opsServer serves /healthz, /readyz and /metrics (and any extra routes) for
+// the processes that have no api of their own.
+type opsServer struct {
+	rt   *runtime
+	addr string
+	mux  *http.ServeMux
+	srv  *http.Server
+	done chan error
+}
+
+func newOpsServer(rt *runtime, addr string) *opsServer {
+	o := &opsServer{rt: rt, addr: addr, mux: http.NewServeMux()}
+	o.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	o.mux.HandleFunc("GET /readyz", o.readyz)
+	o.mux.Handle("GET /metrics", promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}))
+	return o
+}
+
+func (o *opsServer) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var failed []string
+	if err := o.rt.db.Ping(ctx); err != nil {
+		failed = append(failed, "postgres: "+err.Error())
+	}
+	if err := o.rt.rdb.Ping(ctx).Err(); err != nil {
+		failed = append(failed, "redis: "+err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if len(failed) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"status":"unavailable","errors":%q}`, strings.Join(failed, "; "))
+		return
+	}
+	_, _ = io.WriteString(w, `{"status":"ok"}`)
+}
+
+func (o *opsServer) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.addr, err)
+	}
+	o.srv = &http.Server{Handler: o.mux, ReadHeaderTimeout: 10 * time.Second}
+	o.done = make(chan error, 1)
+	go func() { o.done <- o.srv.Serve(ln) }()
+	o.rt.log.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()))
+	return nil
+}
+
+func (o *opsServer) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), o.rt.cfg.Server.ShutdownTimeout)
+	defer cancel()
+	_ = o.srv.Shutdown(ctx)
+	if err := <-o.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		o.rt.log.Warn("ops server", slog.Any("error", err))
+	}
+}
+
+// runServices is the body of serve, api, worker and gateway.
+func runServices(ctx context.Context, name string, args []string, build func(rt *runtime) ([]service, error)) error {
+	cfg, err := loadForCommand(name, name+" [--config FILE]", args, nil)
+	if err != nil {
+		return err
+	}
+	rt, err := setup(ctx, cfg, name)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	services, err := build(rt)
+	if err != nil {
+		return err
+	}
+	return rt.run(ctx, services...)
+}
+
+func runServe(ctx context.Context, args []string, _ io.Writer) error {
+	return runServices(ctx, "serve", args, func(rt *runtime) ([]service, error) {
+		a, err := rt.newAPI()
+		if err != nil {
+			return nil, err
+		}
+		return []service{a}, nil
+	})
+}
+
+func runAPI(ctx context.Context, args []string, _ io.Writer) error {
+	return runServices(ctx, "api", args, func(rt *runtime) ([]service, error) {
+		a, err := rt.newAPI()
+		if err != nil {
+			return nil, err
+		}
+		return []service{a}, nil
+	})
+}
+
+func runWorker(ctx context.Context, args []string, _ io.Writer) error {
+	return runServices(ctx, "worker", args, func(rt *runtime) ([]service, error) {
+		return []service{newOpsServer(rt, rt.cfg.Worker.Addr)}, nil
+	})
+}
+
+func runGateway(ctx context.Context, args []string, _ io.Writer) error {
+	return runServices(ctx, "gateway", args, func(rt *runtime) ([]service, error) {
+		return []service{newOpsServer(rt, ":8082")}, nil
+	})
+}
+
+// flagSet lets a command add its own flags to loadForCommand's set.
+type flagSet struct{ *flag.FlagSet }

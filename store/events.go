@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier is what both a pool and a transaction offer.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Actor kinds of SPEC §2.
+const (
+	ActorHuman   = "human"
+	ActorService = "service"
+	ActorSystem  = "system"
+)
+
+// Actor is who did something: a human, a service (the planner acting for a
+// human) or the system.
+type Actor struct {
+	Kind      string `json:"kind"`
+	Subject   string `json:"subject"`
+	ActingFor string `json:"acting_for,omitempty"`
+}
+
+// HumanActor is a human acting for themselves.
+func HumanActor(subject string) Actor { return Actor{Kind: ActorHuman, Subject: subject} }
+
+// PlannerActor is the planner of a session acting for a human.
+func PlannerActor(sessionID, human string) Actor {
+	return Actor{Kind: ActorService, Subject: "planner:" + sessionID, ActingFor: human}
+}
+
+// SystemActor is the service itself.
+func SystemActor() Actor { return Actor{Kind: ActorSystem, Subject: "system"} }
+
+// Event is one entry of the append-only event log.
+type Event struct {
+	Seq            int64           `json:"seq"`
+	OrganizationID string          `json:"-"`
+	ProjectID      string          `json:"-"`
+	Type           string          `json:"type"`
+	EntityType     string          `json:"entity_type"`
+	EntityID       string          `json:"entity_id"`
+	EntityKey      string          `json:"entity_key,omitempty"`
+	Actor          Actor           `json:"actor"`
+	Payload        json.RawMessage `json:"payload"`
+	OccurredAt     time.Time       `json:"occurred_at"`
+}
+
+// AppendEvent writes e in the caller's transaction, so that a write and its
+// event commit together. It returns the event's sequence number.
+func AppendEvent(ctx context.Context, q Querier, e Event) (int64, error) {
+	payload := e.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage(`{}`)
+	}
+	var project, key, actingFor *string
+	if e.ProjectID != "" {
+		project = &e.ProjectID
+	}
+	if e.EntityKey != "" {
+		key = &e.EntityKey
+	}
+	if e.Actor.ActingFor != "" {
+		actingFor = &e.Actor.ActingFor
+	}
+	var seq int64
+	err := q.QueryRow(ctx, `
+		INSERT INTO events (organization_id, project_id, type, entity_type, entity_id, entity_key,
+		                    actor_kind, actor_subject, acting_for, payload)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		RETURNING seq`,
+		e.OrganizationID, project, e.Type, e.EntityType, e.EntityID, key,
+		e.Actor.Kind, e.Actor.Subject, actingFor, payload).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("store: append event %s: %w", e.Type, err)
+	}
+	return seq, nil
+}
+
+// MustJSON marshals v for an event payload; v must be marshalable.
+func MustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("store: marshal payload: %v", err))
+	}
+	return b
+}
+
+// EntityEvents lists the events of one entity in order, for history endpoints.
+func (db *DB) EntityEvents(ctx context.Context, entityType, entityID string, limit int) ([]Event, error) {
+	rows, err := db.pool.Query(ctx, `
+		SELECT seq, organization_id, COALESCE(project_id::text, ''), type, entity_type, entity_id,
+		       COALESCE(entity_key, ''), actor_kind, actor_subject, COALESCE(acting_for, ''), payload, occurred_at
+		FROM events WHERE entity_type = $1 AND entity_id = $2 ORDER BY seq LIMIT $3`,
+		entityType, entityID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: entity events: %w", err)
+	}
+	return pgx.CollectRows(rows, scanEvent)
+}
+
+func scanEvent(row pgx.CollectableRow) (Event, error) {
+	var e Event
+	err := row.Scan(&e.Seq, &e.OrganizationID, &e.ProjectID, &e.Type, &e.EntityType, &e.EntityID,
+		&e.EntityKey, &e.Actor.Kind, &e.Actor.Subject, &e.Actor.ActingFor, &e.Payload, &e.OccurredAt)
+	return e, err
+}

@@ -1,0 +1,102 @@
+// Package worker runs planner turns: the asynq server and its handlers, the
+// model and tool rounds, compaction, limits, cancel and resume.
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the [worker] section of the configuration.
+type Config struct {
+	// Addr is where a standalone worker serves /healthz, /readyz and /metrics.
+	Addr string `toml:"addr"`
+	// Concurrency is how many turns one worker runs at once; turns wait on
+	// the model, so hundreds is normal.
+	Concurrency int `toml:"concurrency"`
+	// MaxQueuedTurns caps queued turns across all projects.
+	MaxQueuedTurns int `toml:"max_queued_turns"`
+	// MaxQueuedTurnsPerProject caps queued turns of one project.
+	MaxQueuedTurnsPerProject int `toml:"max_queued_turns_per_project"`
+	// Lease is how long a session's turn lease lasts without renewal; a
+	// crashed worker's turn resumes elsewhere after it.
+	Lease time.Duration `toml:"lease"`
+	// TaskCheckInterval is how often an idle worker polls its queues.
+	TaskCheckInterval time.Duration `toml:"task_check_interval"`
+	// TurnTimeout bounds one turn.
+	TurnTimeout time.Duration `toml:"turn_timeout"`
+}
+
+// DefaultConfig returns the built-in worker defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:                     ":8081",
+		Concurrency:              500,
+		MaxQueuedTurns:           10000,
+		MaxQueuedTurnsPerProject: 1000,
+		Lease:                    15 * time.Second,
+		TaskCheckInterval:        50 * time.Millisecond,
+		TurnTimeout:              30 * time.Minute,
+	}
+}
+
+// Validate reports the first invalid key of the section.
+func (c Config) Validate() error {
+	switch {
+	case c.Concurrency < 1:
+		return fmt.Errorf("worker.concurrency: must be at least 1, got %d", c.Concurrency)
+	case c.MaxQueuedTurns < 1:
+		return fmt.Errorf("worker.max_queued_turns: must be at least 1, got %d", c.MaxQueuedTurns)
+	case c.MaxQueuedTurnsPerProject < 1:
+		return fmt.Errorf("worker.max_queued_turns_per_project: must be at least 1, got %d", c.MaxQueuedTurnsPerProject)
+	case c.Lease < time.Second:
+		return errors.New("worker.lease: must be at least 1s")
+	case c.TaskCheckInterval <= 0:
+		return errors.New("worker.task_check_interval: must be positive")
+	case c.TurnTimeout < time.Second:
+		return errors.New("worker.turn_timeout: must be at least 1s")
+	}
+	return nil
+}
+
+// PlannerConfig is the [planner] section of SPEC §1.
+type PlannerConfig struct {
+	// Model is the model every planner call asks for.
+	Model string `toml:"model"`
+	// MaxTokens caps one model answer.
+	MaxTokens int `toml:"max_tokens"`
+	// MaxRounds caps tool rounds per turn.
+	MaxRounds int `toml:"max_rounds"`
+	// Skill is the skill joined to the system prompt.
+	Skill string `toml:"skill"`
+	// CompactAtTokens is the estimated context size that triggers
+	// compaction; 0 turns compaction off.
+	CompactAtTokens int `toml:"compact_at_tokens"`
+}
+
+// DefaultPlannerConfig returns the defaults of SPEC §1.
+func DefaultPlannerConfig() PlannerConfig {
+	return PlannerConfig{
+		Model:           "claude-sonnet-5-5",
+		MaxTokens:       8192,
+		MaxRounds:       20,
+		Skill:           "planner",
+		CompactAtTokens: 100000,
+	}
+}
+
+// Validate reports the first invalid key of the section.
+func (c PlannerConfig) Validate() error {
+	switch {
+	case c.Model == "":
+		return errors.New("planner.model: must not be empty")
+	case c.MaxTokens < 1:
+		return fmt.Errorf("planner.max_tokens: must be at least 1, got %d", c.MaxTokens)
+	case c.MaxRounds < 1:
+		return fmt.Errorf("planner.max_rounds: must be at least 1, got %d", c.MaxRounds)
+	case c.CompactAtTokens < 0:
+		return fmt.Errorf("planner.compact_at_tokens: must be at least 0, got %d", c.CompactAtTokens)
+	}
+	return nil
+}
