@@ -183,3 +183,21 @@ var permVerb = map[Permission]string{
 	PermKnowledgeWrite: "write knowledge", PermSkillRead: "read skills", PermSkillWrite: "write skills",
 	PermRunManage: "manage runs",
 }
+
+// Caller is who a domain function acts for: the principal whose permissions
+// are checked, and the actor its events record. REST passes the human as
+// both; the planner passes the human's principal with PlannerActor.
+type Caller struct {
+	Principal *Principal
+	Actor     Actor
+}
+
+// HumanCaller is a human acting for themselves.
+func HumanCaller(p *Principal) Caller {
+	return Caller{Principal: p, Actor: HumanActor(p.Subject)}
+}
+
+// Authorize checks perm for the caller's principal; see Principal.Authorize.
+func (c Caller) Authorize(perm Permission, organizationID, projectID string) error {
+	return c.Principal.Authorize(perm, organizationID, projectID)
+}
