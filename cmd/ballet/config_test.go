@@ -1,0 +1,136 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigLayers(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "[planner]\nmax_rounds = 7\nmodel = \"from-file\"\n[server]\nshutdown_timeout = \"3s\"\n")
+	cfg, err := LoadConfig(path, []string{"BALLET_PLANNER_MODEL=from-env", "BALLET_REDIS_CLUSTER_ADDRS=a:1, b:2", "PATH=/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Planner.MaxRounds != 7 {
+		t.Errorf("max_rounds %d, want 7 from the file", cfg.Planner.MaxRounds)
+	}
+	if cfg.Planner.Model != "from-env" {
+		t.Errorf("model %q, want the environment to win", cfg.Planner.Model)
+	}
+	if cfg.Server.ShutdownTimeout != 3*time.Second {
+		t.Errorf("shutdown_timeout %v", cfg.Server.ShutdownTimeout)
+	}
+	if got := strings.Join(cfg.Redis.ClusterAddrs, "|"); got != "a:1|b:2" {
+		t.Errorf("cluster_addrs %q", got)
+	}
+	if cfg.Planner.MaxTokens != 8192 || cfg.Planner.Skill != "planner" || cfg.Planner.CompactAtTokens != 100000 {
+		t.Errorf("defaults lost: %+v", cfg.Planner)
+	}
+}
+
+func TestLoadConfigRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		want string
+	}{
+		{"unknown key", "[planner]\nmax_round = 3\n", nil, "unknown key planner.max_round"},
+		{"unknown section", "[planer]\nmodel = \"x\"\n", nil, "unknown key planer"},
+		{"wrong type", "[planner]\nmax_rounds = \"many\"\n", nil, "planner.max_rounds"},
+		{"invalid value", "[planner]\nmax_rounds = 0\n", nil, "planner.max_rounds: must be at least 1, got 0"},
+		{"negative compaction", "[planner]\ncompact_at_tokens = -1\n", nil, "planner.compact_at_tokens"},
+		{"empty model", "[planner]\nmodel = \"\"\n", nil, "planner.model: must not be empty"},
+		{"bad duration", "[server]\nshutdown_timeout = \"soon\"\n", nil, "server.shutdown_timeout"},
+		{"bad log level", "[log]\nlevel = \"loud\"\n", nil, "log.level"},
+		{"malformed toml", "[planner\n", nil, "expected"},
+		{"unknown env", "", []string{"BALLET_PLANNER_MAX_ROUND=3"}, "unknown environment variable BALLET_PLANNER_MAX_ROUND"},
+		{"env wrong type", "", []string{"BALLET_PLANNER_MAX_ROUNDS=many"}, "planner.max_rounds (BALLET_PLANNER_MAX_ROUNDS): must be an integer"},
+		{"env invalid", "", []string{"BALLET_PLANNER_MAX_ROUNDS=0"}, "planner.max_rounds: must be at least 1"},
+		{"local auth beyond loopback", "[auth]\nmode = \"local\"\n", nil, "auth.mode"},
+		{"bad redis url", "[redis]\nurl = \"http://x\"\n", nil, "redis.url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := ""
+			if tt.file != "" {
+				path = writeFile(t, tt.file)
+			}
+			_, err := LoadConfig(path, tt.env)
+			if err == nil {
+				t.Fatalf("accepted; want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStartRefusesBadConfig runs the binary: a bad key stops start-up with a
+// non-zero exit and a message naming the key, and no stack trace.
+func TestStartRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "[planner]\nmax_rounds = 0\n")
+	for _, cmd := range []string{"serve", "api", "worker", "gateway"} {
+		_, stderr, code := ballet(t, nil, cmd, "--config", path)
+		if code == 0 || !strings.Contains(stderr, "planner.max_rounds") || strings.Contains(stderr, "goroutine") {
+			t.Fatalf("%s: exit %d, stderr %q", cmd, code, stderr)
+		}
+	}
+}
+
+func TestConfigPrintMasksSecrets(t *testing.T) {
+	t.Parallel()
+	out, stderr, code := ballet(t, []string{"BALLET_DATABASE_URL=postgres://app:hunter2@db:5432/ballet", "BALLET_REDIS_PASSWORD=s3cret"}, "config", "print")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out, "hunter2") || strings.Contains(out, "s3cret") {
+		t.Fatalf("secret printed:\n%s", out)
+	}
+	for _, want := range []string{`url = "postgres://app:********@db:5432/ballet"`, `password = "********"`, "max_rounds = 20", `model = "claude-sonnet-5-5"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	// config print validates exactly as start-up does.
+	_, stderr, code = ballet(t, []string{"BALLET_PLANNER_MAX_ROUNDS=0"}, "config", "print")
+	if code == 0 || !strings.Contains(stderr, "planner.max_rounds") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestReadmeDocumentsEveryKey keeps the README's configuration reference in
+// step with the code: every key appears there, and nothing else does.
+func TestReadmeDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+\\.[a-z_.]+)` \\|")
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		documented[m[1]] = true
+	}
+	cfg := DefaultConfig()
+	known := map[string]bool{}
+	for _, f := range fields(&cfg) {
+		known[f.key] = true
+		if !documented[f.key] {
+			t.Errorf("README does not document %s", f.key)
+		}
+	}
+	for k := range documented {
+		if !known[k] {
+			t.Errorf("README documents %s, which the code does not have", k)
+		}
+	}
+}

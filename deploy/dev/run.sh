@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make run`: create the database if missing, migrate, load the demo, then run
+# `ballet serve` in the foreground, printing the URL and the demo token.
+set -euo pipefail
+BIN=${1:-bin/ballet}
+URL=${BALLET_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ballet?sslmode=disable}
+
+# The database named in the URL; create it through the server's postgres database.
+DB=$(sed -E 's#^[a-z]+://[^/]*/([^?]*).*#\1#' <<<"$URL")
+ADMIN_URL=$(sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1postgres#" <<<"$URL")
+if command -v psql >/dev/null 2>&1; then
+	if [ "$(psql "$ADMIN_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'")" != 1 ]; then
+		echo "run: creating database $DB"
+		psql "$ADMIN_URL" -qc "CREATE DATABASE \"$DB\""
+	fi
+fi
+
+# Without a provider key the gateway answers from the scripted demo model.
+if [ -z "${ANTHROPIC_API_KEY:-}${OPENAI_API_KEY:-}${BALLET_GATEWAY_FAKE:-}" ]; then
+	export BALLET_GATEWAY_FAKE=demo
+	echo "run: no provider key configured; the gateway uses the scripted demo model (gateway.fake = demo)"
+fi
+
+"$BIN" migrate up
+DEMO=$("$BIN" demo --json)
+TOKEN=$(sed -E 's/.*"token": ?"([^"]+)".*/\1/' <<<"$DEMO")
+ADDR=${BALLET_SERVER_ADDR:-:8080}
+PORT=${ADDR##*:}
+cat <<MSG
+run: demo loaded: $DEMO
+run: serving on http://127.0.0.1:$PORT  (health: /healthz, /readyz; metrics: /metrics)
+run: try  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:$PORT/api/v1/projects/DEMO/runnable
+MSG
+exec "$BIN" serve
