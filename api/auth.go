@@ -37,10 +37,14 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// subjectOf checks a token: an API token, else a JWT of the OIDC issuer.
+// subjectOf checks a token: an API token, else a JWT of the OIDC issuer
+// when auth.oidc.issuer_url is set.
 func (s *Server) subjectOf(c *fiber.Ctx, token string) (string, error) {
 	if strings.HasPrefix(token, store.TokenPrefix) {
 		return s.db.AuthenticateToken(c.UserContext(), token)
+	}
+	if s.oidc != nil {
+		return s.oidcSubject(c.UserContext(), token)
 	}
 	return "", store.Errorf(store.CodeUnauthenticated, "invalid token")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
 )
 
 // Deps are what the api needs from the process that runs it.
@@ -24,6 +26,11 @@ type Deps struct {
 	Registry *prometheus.Registry
 	Log      *slog.Logger
 	Version  string
+	// Planner sends and cancels turns; nil leaves the planner routes out.
+	Planner *tasks.Planner
+	// Monitoring is the asynq dashboard, mounted at /monitoring/ for
+	// platform admins; nil leaves it out.
+	Monitoring http.Handler
 }
 
 // Server is the api service: a Fiber app with every route registered.
@@ -37,6 +44,10 @@ type Server struct {
 	app  *fiber.App
 	ln   net.Listener
 	done chan error
+	oidc *oidcVerifier // nil unless auth.oidc.issuer_url is set
+
+	planner    *tasks.Planner
+	monitoring http.Handler
 }
 
 // New builds the api and registers its routes.
@@ -44,7 +55,11 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, reg: d.Registry, log: d.Log}
+	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, reg: d.Registry, log: d.Log,
+		planner: d.Planner, monitoring: d.Monitoring}
+	if auth.OIDC.IssuerURL != "" {
+		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "ballet",
 		BodyLimit:             cfg.BodyLimit,
@@ -98,6 +113,9 @@ func (s *Server) routes() {
 	if s.reg != nil {
 		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	}
+	if s.monitoring != nil {
+		s.app.Use(MonitoringPath, s.authenticateBrowser, s.requirePlatformAdmin, adaptor.HTTPHandler(s.monitoring))
+	}
 	v1 := s.app.Group("/api/v1", s.authenticate)
 	s.registerV1(v1)
 }
@@ -132,6 +150,7 @@ var httpStatus = map[store.Code]int{
 	store.CodeNotFound:        fiber.StatusNotFound,
 	store.CodeAlreadyExists:   fiber.StatusConflict,
 	store.CodeConflict:        fiber.StatusConflict,
+	store.CodeExhausted:       fiber.StatusTooManyRequests,
 	store.CodeInternal:        fiber.StatusInternalServerError,
 }
 

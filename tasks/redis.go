@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -93,4 +94,20 @@ func Ping(ctx context.Context, rdb redis.UniversalClient, c RedisConfig) error {
 		return fmt.Errorf("tasks: redis at %s is unreachable: %w", where, err)
 	}
 	return nil
+}
+
+// AsynqConnOpt is the connection asynq tools that build their own client
+// (the dashboard) use.
+func (c RedisConfig) AsynqConnOpt() (asynq.RedisConnOpt, error) {
+	switch {
+	case len(c.ClusterAddrs) > 0:
+		return asynq.RedisClusterClientOpt{Addrs: c.ClusterAddrs, Password: c.Password}, nil
+	case len(c.SentinelAddrs) > 0:
+		return asynq.RedisFailoverClientOpt{MasterName: c.SentinelMaster, SentinelAddrs: c.SentinelAddrs, Password: c.Password}, nil
+	}
+	opt, err := asynq.ParseRedisURI(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: redis url: %w", err)
+	}
+	return opt, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/worker"
@@ -28,6 +29,7 @@ type Config struct {
 	Redis    tasks.RedisConfig    `toml:"redis"`
 	Worker   worker.Config        `toml:"worker"`
 	Planner  worker.PlannerConfig `toml:"planner"`
+	Gateway  gateway.Config       `toml:"gateway"`
 	Auth     api.AuthConfig       `toml:"auth"`
 	Log      LogConfig            `toml:"log"`
 }
@@ -48,6 +50,7 @@ func DefaultConfig() Config {
 		Redis:    tasks.DefaultRedisConfig(),
 		Worker:   worker.DefaultConfig(),
 		Planner:  worker.DefaultPlannerConfig(),
+		Gateway:  gateway.DefaultConfig(),
 		Auth:     api.DefaultAuthConfig(),
 		Log:      LogConfig{Level: "info", Format: "json"},
 	}
@@ -57,7 +60,7 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	for _, err := range []error{
 		c.Server.Validate(), c.Database.Validate(), c.Redis.Validate(), c.Worker.Validate(),
-		c.Planner.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
+		c.Planner.Validate(), c.Gateway.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
 	} {
 		if err != nil {
 			return err

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -128,10 +127,6 @@ func (rt *runtime) run(ctx context.Context, services ...service) error {
 	return err
 }
 
-func (rt *runtime) newAPI() (*api.Server, error) {
-	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log, Version: version})
-}
-
 // opsServer serves /healthz, /readyz and /metrics (and any extra routes) for
 // the processes that have no api of their own.
 type opsServer struct {
@@ -213,11 +208,23 @@ func runServices(ctx context.Context, name string, args []string, build func(rt 
 
 func runServe(ctx context.Context, args []string, _ io.Writer) error {
 	return runServices(ctx, "serve", args, func(rt *runtime) ([]service, error) {
+		if rt.cfg.Gateway.SigningKey == "" {
+			// One process mints and checks its own gateway tokens.
+			rt.cfg.Gateway.SigningKey = randomKey()
+		}
+		gw, err := rt.newGateway()
+		if err != nil {
+			return nil, err
+		}
+		w, err := rt.newWorker()
+		if err != nil {
+			return nil, err
+		}
 		a, err := rt.newAPI()
 		if err != nil {
 			return nil, err
 		}
-		return []service{a}, nil
+		return []service{gw, w, a}, nil
 	})
 }
 
@@ -233,13 +240,27 @@ func runAPI(ctx context.Context, args []string, _ io.Writer) error {
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	return runServices(ctx, "worker", args, func(rt *runtime) ([]service, error) {
-		return []service{newOpsServer(rt, rt.cfg.Worker.Addr)}, nil
+		if rt.cfg.Gateway.SigningKey == "" {
+			return nil, errors.New("config: gateway.signing_key: required when the worker and the gateway run as separate processes")
+		}
+		w, err := rt.newWorker()
+		if err != nil {
+			return nil, err
+		}
+		return []service{newOpsServer(rt, rt.cfg.Worker.Addr), w}, nil
 	})
 }
 
 func runGateway(ctx context.Context, args []string, _ io.Writer) error {
 	return runServices(ctx, "gateway", args, func(rt *runtime) ([]service, error) {
-		return []service{newOpsServer(rt, ":8082")}, nil
+		if rt.cfg.Gateway.SigningKey == "" {
+			return nil, errors.New("config: gateway.signing_key: required when the worker and the gateway run as separate processes")
+		}
+		gw, err := rt.newGateway()
+		if err != nil {
+			return nil, err
+		}
+		return []service{gw}, nil
 	})
 }
 

@@ -284,17 +284,20 @@ CREATE TABLE planner_sessions (
     next_turn         bigint NOT NULL DEFAULT 1 CHECK (next_turn >= 1),
     summary           text,
     summary_up_to     bigint,
+    summary_turn      bigint,
     summary_tokens    bigint,
     lease_owner       text,
     lease_token       bigint NOT NULL DEFAULT 0,
     lease_expires_at  timestamptz,
-    CHECK ((summary IS NULL) = (summary_up_to IS NULL))
+    CHECK ((summary IS NULL) = (summary_up_to IS NULL)),
+    CHECK ((summary IS NULL) = (summary_turn IS NULL))
 );
 CREATE INDEX planner_sessions_project_idx ON planner_sessions (project_id, last_active_at DESC);
 
 CREATE TABLE planner_turns (
     id                uuid PRIMARY KEY,
     session_id        uuid NOT NULL REFERENCES planner_sessions(id) ON DELETE CASCADE,
+    project_id        uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
     position          bigint NOT NULL CHECK (position >= 1),
     message_seq       bigint NOT NULL,
     author            text NOT NULL,
@@ -304,7 +307,7 @@ CREATE TABLE planner_turns (
     done_reason       text,
     rounds            integer NOT NULL DEFAULT 0 CHECK (rounds >= 0),
     attempts          integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    enqueued          boolean NOT NULL DEFAULT false,
+    enqueued_at       timestamptz,
     created_at        timestamptz NOT NULL DEFAULT now(),
     started_at        timestamptz,
     finished_at       timestamptz,
@@ -312,7 +315,9 @@ CREATE TABLE planner_turns (
     CHECK ((status IN ('done', 'cancelled', 'failed')) = (finished_at IS NOT NULL))
 );
 CREATE INDEX planner_turns_open_idx ON planner_turns (session_id, position) WHERE status IN ('queued', 'running');
-CREATE INDEX planner_turns_unenqueued_idx ON planner_turns (created_at) WHERE NOT enqueued AND status = 'queued';
+CREATE INDEX planner_turns_queued_project_idx ON planner_turns (project_id) WHERE status = 'queued';
+CREATE INDEX planner_turns_queued_idx ON planner_turns (created_at) WHERE status = 'queued';
+CREATE INDEX planner_turns_running_idx ON planner_turns (session_id) WHERE status = 'running';
 
 CREATE TABLE planner_messages (
     session_id   uuid NOT NULL REFERENCES planner_sessions(id) ON DELETE CASCADE,
@@ -334,10 +339,13 @@ CREATE TABLE planner_tool_calls (
     turn_id      uuid NOT NULL REFERENCES planner_turns(id) ON DELETE CASCADE,
     name         text NOT NULL,
     input        jsonb NOT NULL,
-    result       text NOT NULL,
+    status       text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'done')),
+    result       text,
     is_error     boolean NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (session_id, tool_use_id)
+    finished_at  timestamptz,
+    PRIMARY KEY (session_id, tool_use_id),
+    CHECK ((status = 'done') = (result IS NOT NULL))
 );
 CREATE INDEX planner_tool_calls_turn_idx ON planner_tool_calls (turn_id);
 

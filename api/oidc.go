@@ -1,0 +1,124 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+const (
+	// oidcTimeout bounds one discovery or JWKS request to the issuer.
+	oidcTimeout = 10 * time.Second
+	// oidcRetryAfter is how long a failed discovery is remembered before
+	// the next request tries again.
+	oidcRetryAfter = 15 * time.Second
+)
+
+// oidcVerifier checks JWTs of the configured OpenID Connect issuer against
+// its JWKS. Discovery runs on first use, not at start, so an unreachable
+// issuer never stops the api: requests then get 401 saying so, the failure is
+// logged, and discovery is tried again after oidcRetryAfter.
+type oidcVerifier struct {
+	cfg    OIDCConfig
+	client *http.Client
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier
+	failed   error
+	failedAt time.Time
+
+	// seen holds subjects known to have a subjects row, to spare a write per request.
+	seen sync.Map
+}
+
+func newOIDCVerifier(cfg OIDCConfig, log *slog.Logger) *oidcVerifier {
+	return &oidcVerifier{cfg: cfg, client: &http.Client{Timeout: oidcTimeout}, log: log}
+}
+
+// identity is what a verified token says about its holder.
+type identity struct {
+	Subject string `json:"sub"`
+	Email   string `json:"email"`
+	Name    string `json:"name"`
+}
+
+// load returns the verifier, discovering the issuer when not yet done.
+func (v *oidcVerifier) load(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.verifier != nil {
+		return v.verifier, nil
+	}
+	if v.failed != nil && time.Since(v.failedAt) < oidcRetryAfter {
+		return nil, v.failed
+	}
+	// The key set keeps this context for its later JWKS fetches: detach it
+	// from the request, and carry the client with its timeout.
+	octx := oidc.ClientContext(context.WithoutCancel(ctx), v.client)
+	dctx, cancel := context.WithTimeout(octx, oidcTimeout)
+	defer cancel()
+	provider, err := oidc.NewProvider(dctx, v.cfg.IssuerURL)
+	if err != nil {
+		v.failed, v.failedAt = err, time.Now()
+		v.log.ErrorContext(ctx, "oidc discovery failed; OIDC tokens are refused until it succeeds",
+			slog.String("issuer", v.cfg.IssuerURL), slog.Any("error", err))
+		return nil, err
+	}
+	v.verifier = provider.VerifierContext(octx, &oidc.Config{ClientID: v.cfg.Audience})
+	v.failed = nil
+	v.log.InfoContext(ctx, "oidc issuer discovered", slog.String("issuer", v.cfg.IssuerURL))
+	return v.verifier, nil
+}
+
+// verify checks the signature, issuer, audience and expiry of raw and
+// returns its holder; every failure is unauthenticated.
+func (v *oidcVerifier) verify(ctx context.Context, raw string) (identity, error) {
+	verifier, err := v.load(ctx)
+	if err != nil {
+		return identity{}, store.Errorf(store.CodeUnauthenticated,
+			"OIDC issuer %s is unavailable, so the token cannot be checked: %v", v.cfg.IssuerURL, err)
+	}
+	tok, err := verifier.Verify(ctx, raw)
+	var expired *oidc.TokenExpiredError
+	switch {
+	case errors.As(err, &expired):
+		return identity{}, store.Errorf(store.CodeUnauthenticated, "token expired at %s", expired.Expiry.UTC().Format(time.RFC3339))
+	case err != nil:
+		return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token: %v", err)
+	}
+	var id identity
+	if err := tok.Claims(&id); err != nil {
+		return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token claims: %v", err)
+	}
+	if id.Subject == "" || len(id.Subject) > 255 {
+		return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token: sub must be 1-255 characters")
+	}
+	return id, nil
+}
+
+// oidcSubject verifies an OIDC token and returns its subject, giving a
+// subject seen for the first time its subjects row (kind human).
+func (s *Server) oidcSubject(ctx context.Context, raw string) (string, error) {
+	id, err := s.oidc.verify(ctx, raw)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := s.oidc.seen.Load(id.Subject); ok {
+		return id.Subject, nil
+	}
+	if _, err := s.db.EnsureSubject(ctx, store.Subject{ID: id.Subject, Kind: store.ActorHuman,
+		DisplayName: id.Name, Email: id.Email}); err != nil {
+		return "", fmt.Errorf("api: oidc subject: %w", err)
+	}
+	s.oidc.seen.Store(id.Subject, struct{}{})
+	return id.Subject, nil
+}

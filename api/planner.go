@@ -1,0 +1,127 @@
+package api
+
+import (
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+func (s *Server) registerPlanner(r fiber.Router) {
+	if s.planner == nil {
+		return
+	}
+	r.Post("/projects/:project/planner/sessions", s.createSession)
+	r.Get("/projects/:project/planner/sessions", s.listSessions)
+	r.Get("/planner/sessions/:session", s.getSession)
+	r.Post("/planner/sessions/:session/messages", s.sendMessage)
+	r.Post("/planner/sessions/:session/cancel", s.cancelTurns)
+	r.Get("/planner/sessions/:session/outputs", s.listOutputs)
+}
+
+func caller(c *fiber.Ctx) store.Caller { return store.HumanCaller(principal(c)) }
+
+type createSessionRequest struct {
+	Title string `json:"title"`
+}
+
+func (s *Server) createSession(c *fiber.Ctx) error {
+	var req createSessionRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	sess, err := s.db.CreateSession(c.UserContext(), caller(c), c.Params("project"), req.Title)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(sess)
+}
+
+func (s *Server) listSessions(c *fiber.Ctx) error {
+	list, err := s.db.ListSessions(c.UserContext(), caller(c), c.Params("project"), c.QueryInt("limit", 200))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"items": list})
+}
+
+func (s *Server) getSession(c *fiber.Ctx) error {
+	sess, err := s.db.GetSession(c.UserContext(), caller(c), c.Params("session"))
+	if err != nil {
+		return err
+	}
+	if sess.Messages == nil {
+		sess.Messages = []store.Message{}
+	}
+	return c.JSON(sess)
+}
+
+type sendRequest struct {
+	Text string `json:"text"`
+	// Turn is an optional client-chosen turn id (a UUID): a retry with the
+	// same id is not a second turn.
+	Turn string `json:"turn"`
+}
+
+// sendMessage is the REST twin of planner.send: 202 {seq, turn, position}.
+func (s *Server) sendMessage(c *fiber.Ctx) error {
+	var req sendRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	res, err := s.planner.Send(c.UserContext(), caller(c), c.Params("session"), req.Text, req.Turn)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(res)
+}
+
+type cancelRequest struct {
+	Turn string `json:"turn"`
+}
+
+// cancelTurns cancels one turn, or every open turn of the session.
+func (s *Server) cancelTurns(c *fiber.Ctx) error {
+	var req cancelRequest
+	if len(c.Body()) > 0 {
+		if err := decode(c, &req); err != nil {
+			return err
+		}
+	}
+	res, err := s.planner.Cancel(c.UserContext(), caller(c), c.Params("session"), req.Turn)
+	if err != nil {
+		return err
+	}
+	cancelled := []string{}
+	for _, o := range res.Outputs {
+		if o.Type == store.OutputDone {
+			cancelled = append(cancelled, o.Turn)
+		}
+	}
+	stopping := res.Running
+	if stopping == nil {
+		stopping = []string{}
+	}
+	return c.JSON(fiber.Map{"cancelled": cancelled, "stopping": stopping})
+}
+
+// listOutputs replays stored outputs after from_cursor, in cursor order.
+func (s *Server) listOutputs(c *fiber.Ctx) error {
+	from, err := strconv.ParseInt(c.Query("from_cursor", "0"), 10, 64)
+	if err != nil || from < 0 {
+		return store.Errorf(store.CodeInvalid, "from_cursor: must be a non-negative integer")
+	}
+	limit := c.QueryInt("limit", 1000)
+	if limit < 1 || limit > 1000 {
+		return store.Errorf(store.CodeInvalid, "limit: must be 1-1000")
+	}
+	outs, err := s.db.ListOutputs(c.UserContext(), caller(c), c.Params("session"), from, limit)
+	if err != nil {
+		return err
+	}
+	if outs == nil {
+		outs = []store.Output{}
+	}
+	return c.JSON(fiber.Map{"items": outs})
+}

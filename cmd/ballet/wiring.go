@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynqmon"
+
+	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
+	"github.com/balletplanner/ballet/tools"
+	"github.com/balletplanner/ballet/worker"
+)
+
+func randomKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func (rt *runtime) names() tasks.Names { return tasks.Names{Namespace: rt.cfg.Redis.Namespace} }
+
+func (rt *runtime) queue() *tasks.Queue {
+	// asynq's own timeout is a minute past ours, so that our deadline ends
+	// the turn cleanly first.
+	return tasks.NewQueue(rt.rdb, rt.names(), rt.cfg.Worker.TurnTimeout+time.Minute)
+}
+
+func (rt *runtime) newAPI() (*api.Server, error) {
+	q := rt.queue()
+	pub := tasks.NewPublisher(rt.rdb, rt.names(), rt.log)
+	planner := tasks.NewPlanner(rt.db, q, pub, store.QueueLimits{Total: rt.cfg.Worker.MaxQueuedTurns,
+		PerProject: rt.cfg.Worker.MaxQueuedTurnsPerProject}, rt.log)
+	conn, err := rt.cfg.Redis.AsynqConnOpt()
+	if err != nil {
+		return nil, err
+	}
+	mon := asynqmon.New(asynqmon.Options{RootPath: api.MonitoringPath, RedisConnOpt: conn})
+	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
+		Version: version, Planner: planner, Monitoring: mon})
+}
+
+func (rt *runtime) newWorker() (*worker.Worker, error) {
+	reg, err := tools.NewRegistry(rt.log)
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(rt.cfg.Gateway.SigningKey)
+	client := gateway.NewClient(rt.cfg.Gateway.URL, key, nil)
+	return worker.New(rt.cfg.Worker, rt.cfg.Planner, rt.cfg.Server.ShutdownTimeout, worker.Deps{
+		DB: rt.db, Redis: rt.rdb, Queue: rt.queue(), Publisher: tasks.NewPublisher(rt.rdb, rt.names(), rt.log),
+		Model: worker.GatewayModel{Client: client}, Tools: reg, Registry: rt.reg, Log: rt.log,
+	})
+}
+
+// gatewayService serves the gateway with health and metrics on gateway.addr.
+type gatewayService struct {
+	gw  *gateway.Server
+	ops *opsServer
+}
+
+func (rt *runtime) newGateway() (*gatewayService, error) {
+	gw, err := gateway.New(rt.cfg.Gateway, rt.db, rt.rdb, rt.reg, rt.log)
+	if err != nil {
+		return nil, err
+	}
+	ops := newOpsServer(rt, rt.cfg.Gateway.Addr)
+	ops.mux.Handle("/v1/", gw.Handler())
+	if u := gw.FakeURL(); u != "" {
+		rt.log.Info("gateway answers calls without a provider credential from the scripted fake model",
+			slog.String("script", rt.cfg.Gateway.Fake))
+	}
+	return &gatewayService{gw: gw, ops: ops}, nil
+}
+
+func (g *gatewayService) Start(ctx context.Context) error {
+	if err := g.gw.Start(ctx); err != nil {
+		return err
+	}
+	return g.ops.Start(ctx)
+}
+
+func (g *gatewayService) Stop() {
+	g.ops.Stop()
+	g.gw.Stop()
+}

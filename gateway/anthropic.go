@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// anthropicProvider passes calls through to an Anthropic Messages API.
+// The body goes up as the caller sent it and the answer comes back as the
+// upstream sent it; the gateway only reads the usage as it passes.
+type anthropicProvider struct{}
+
+func (anthropicProvider) prepare(*call) error { return nil }
+
+func (anthropicProvider) request(ctx context.Context, c *call) (*http.Request, error) {
+	base := strings.TrimSuffix(strings.TrimRight(c.baseURL, "/"), "/v1")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", bytes.NewReader(c.raw))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", c.apiKey)
+	version := c.header.Get("anthropic-version")
+	if version == "" {
+		version = anthropicVersion
+	}
+	req.Header.Set("anthropic-version", version)
+	if beta := c.header.Values("anthropic-beta"); len(beta) > 0 {
+		req.Header["Anthropic-Beta"] = beta
+	}
+	if c.stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	return req, nil
+}
+
+// errorBody keeps an Anthropic error as it is and wraps anything else.
+func (anthropicProvider) errorBody(status int, body []byte) []byte {
+	var e ErrorBody
+	if json.Unmarshal(body, &e) == nil && e.Type == "error" && e.Error.Type != "" {
+		return body
+	}
+	return errorJSON(errorTypeForStatus(status), fmt.Sprintf("upstream answered %d: %s", status, truncate(string(body), 500)))
+}
+
+func (anthropicProvider) events(_ *call, body io.ReadCloser) eventSource {
+	return &anthropicEvents{r: newSSEReader(body), body: body}
+}
+
+func (anthropicProvider) message(_ *call, body []byte) ([]byte, error) {
+	var m struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	if m.Type != "message" {
+		return nil, fmt.Errorf("%w: type %q, want message", errMalformed, m.Type)
+	}
+	return body, nil
+}
+
+// anthropicEvents reads an Anthropic stream; the first event must be JSON,
+// so an answer that is not a stream at all is caught before the caller sees it.
+type anthropicEvents struct {
+	r       *sseReader
+	body    io.ReadCloser
+	started bool
+}
+
+func (a *anthropicEvents) next() (sseEvent, error) {
+	ev, err := a.r.next()
+	if err != nil {
+		return ev, err
+	}
+	if !a.started {
+		a.started = true
+		if !json.Valid(ev.data) {
+			return ev, fmt.Errorf("%w: first event %q is not JSON", errMalformed, ev.name)
+		}
+	}
+	return ev, nil
+}
+
+func (a *anthropicEvents) close() { a.body.Close() }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,304 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client calls the gateway for workers: it mints a token per call and reads
+// streamed answers as typed events. Cancelling the ctx of a call closes its
+// HTTP request at once, and the gateway closes the upstream call in turn.
+type Client struct {
+	url  string
+	key  []byte
+	ttl  time.Duration
+	http *http.Client
+}
+
+// NewClient returns a client for the gateway at url (gateway.url) that signs
+// its tokens with signingKey. hc may be nil.
+func NewClient(url string, signingKey []byte, hc *http.Client) *Client {
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256
+		hc = &http.Client{Transport: tr}
+	}
+	return &Client{url: strings.TrimRight(url, "/"), key: signingKey, ttl: 5 * time.Minute, http: hc}
+}
+
+// Token mints a gateway token for p, as the client's calls do.
+func (c *Client) Token(p Principal) (string, error) { return Mint(c.key, p, c.ttl) }
+
+func (c *Client) post(ctx context.Context, p Principal, req MessageRequest) (*http.Response, error) {
+	token, err := c.Token(p)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: encode request: %w", err)
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: request: %w", err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Authorization", "Bearer "+token)
+	hr.Header.Set("anthropic-version", anthropicVersion)
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: call: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, readAPIError(resp)
+	}
+	return resp, nil
+}
+
+func readAPIError(resp *http.Response) *APIError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &APIError{Status: resp.StatusCode, Type: errorTypeForStatus(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+	var eb ErrorBody
+	if json.Unmarshal(b, &eb) == nil && eb.Error.Type != "" {
+		e.Type, e.Message = eb.Error.Type, eb.Error.Message
+	}
+	e.RetryAfter, _ = strconv.Atoi(resp.Header.Get("Retry-After"))
+	return e
+}
+
+// Create makes a non-streamed call.
+func (c *Client) Create(ctx context.Context, p Principal, req MessageRequest) (*MessageResponse, error) {
+	req.Stream = false
+	resp, err := c.post(ctx, p, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var msg MessageResponse
+	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+		return nil, fmt.Errorf("gateway: decode answer: %w", err)
+	}
+	return &msg, nil
+}
+
+// Stream makes a streamed call. Read it with Next and Event; Message holds
+// the answer assembled so far. Close it when done.
+func (c *Client) Stream(ctx context.Context, p Principal, req MessageRequest) (*Stream, error) {
+	req.Stream = true
+	ctx, cancel := context.WithCancel(ctx)
+	resp, err := c.post(ctx, p, req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Stream{ctx: ctx, body: resp.Body, r: newSSEReader(resp.Body), cancel: cancel,
+		msg: MessageResponse{Content: Content{}}, partial: map[int]*strings.Builder{}}, nil
+}
+
+// EventType is the kind of a stream event.
+type EventType string
+
+// Stream event types.
+const (
+	// EventStart opens the answer: the message id, model and input usage.
+	EventStart EventType = "start"
+	// EventText is a piece of text of block Index.
+	EventText EventType = "text"
+	// EventToolUse is a complete tool_use block, input parsed.
+	EventToolUse EventType = "tool_use"
+	// EventStop ends the answer: stop reason and final usage.
+	EventStop EventType = "stop"
+)
+
+// Event is one parsed stream event.
+type Event struct {
+	Type       EventType
+	Index      int
+	Text       string
+	Block      *ContentBlock
+	StopReason string
+	Usage      Usage
+}
+
+// Stream is a streamed answer being read.
+type Stream struct {
+	ctx     context.Context
+	body    io.ReadCloser
+	r       *sseReader
+	cancel  context.CancelFunc
+	msg     MessageResponse
+	partial map[int]*strings.Builder
+	ev      Event
+	err     error
+	done    bool
+}
+
+// Next reads up to the next event worth reporting; false at the end or on
+// an error (see Err).
+func (s *Stream) Next() bool {
+	for !s.done {
+		raw, err := s.r.next()
+		if err != nil {
+			s.fail(err)
+			return false
+		}
+		if ev, ok := s.apply(raw); ok {
+			s.ev = ev
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Stream) fail(err error) {
+	s.done = true
+	switch {
+	case s.ctx.Err() != nil:
+		s.err = s.ctx.Err()
+	case errors.Is(err, io.EOF):
+		s.err = fmt.Errorf("gateway: stream ended before message_stop: %w", io.ErrUnexpectedEOF)
+	default:
+		s.err = fmt.Errorf("gateway: read stream: %w", err)
+	}
+}
+
+type wireEvent struct {
+	Type         string           `json:"type"`
+	Index        int              `json:"index"`
+	Message      *MessageResponse `json:"message"`
+	ContentBlock *ContentBlock    `json:"content_block"`
+	Delta        struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *usageFields `json:"usage"`
+	Error *ErrorDetail `json:"error"`
+}
+
+func (s *Stream) apply(raw sseEvent) (Event, bool) {
+	var e wireEvent
+	if err := json.Unmarshal(raw.data, &e); err != nil {
+		s.done, s.err = true, fmt.Errorf("gateway: stream event %q: %w", raw.name, err)
+		return Event{}, false
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message != nil {
+			s.msg = *e.Message
+			if s.msg.Content == nil {
+				s.msg.Content = Content{}
+			}
+		}
+		return Event{Type: EventStart, Usage: s.msg.Usage}, true
+	case "content_block_start":
+		if e.ContentBlock == nil {
+			return Event{}, false
+		}
+		for len(s.msg.Content) <= e.Index {
+			s.msg.Content = append(s.msg.Content, ContentBlock{})
+		}
+		b := *e.ContentBlock
+		if b.Type == BlockToolUse {
+			b.Input = nil
+			s.partial[e.Index] = &strings.Builder{}
+		}
+		s.msg.Content[e.Index] = b
+	case "content_block_delta":
+		if e.Index >= len(s.msg.Content) {
+			return Event{}, false
+		}
+		b := &s.msg.Content[e.Index]
+		switch e.Delta.Type {
+		case "text_delta":
+			b.Text += e.Delta.Text
+			return Event{Type: EventText, Index: e.Index, Text: e.Delta.Text}, true
+		case "input_json_delta":
+			if p := s.partial[e.Index]; p != nil {
+				p.WriteString(e.Delta.PartialJSON)
+			}
+		case "thinking_delta":
+			b.Thinking += e.Delta.Thinking
+		case "signature_delta":
+			b.Signature += e.Delta.Signature
+		}
+	case "content_block_stop":
+		if e.Index >= len(s.msg.Content) {
+			return Event{}, false
+		}
+		b := &s.msg.Content[e.Index]
+		if b.Type != BlockToolUse {
+			return Event{}, false
+		}
+		b.Input = json.RawMessage(`{}`)
+		if p := s.partial[e.Index]; p != nil && strings.TrimSpace(p.String()) != "" {
+			b.Input = toolInput(p.String())
+		}
+		blk := *b
+		return Event{Type: EventToolUse, Index: e.Index, Block: &blk}, true
+	case "message_delta":
+		if e.Delta.StopReason != "" {
+			s.msg.StopReason = e.Delta.StopReason
+		}
+		if u := e.Usage; u != nil {
+			var m meter
+			m.usage = s.msg.Usage
+			m.apply(u)
+			s.msg.Usage = m.usage
+		}
+	case "message_stop":
+		s.done = true
+		return Event{Type: EventStop, StopReason: s.msg.StopReason, Usage: s.msg.Usage}, true
+	case "error":
+		s.done = true
+		ae := &APIError{Type: ErrAPI, Message: string(raw.data)}
+		if e.Error != nil {
+			ae.Type, ae.Message = e.Error.Type, e.Error.Message
+		}
+		s.err = ae
+	}
+	return Event{}, false
+}
+
+// Event is the event Next stopped at.
+func (s *Stream) Event() Event { return s.ev }
+
+// Err is why the stream ended early: nil after message_stop, an *APIError
+// for an error event, the ctx's error when cancelled.
+func (s *Stream) Err() error { return s.err }
+
+// Message is the answer assembled so far (all of it after EventStop).
+func (s *Stream) Message() *MessageResponse { return &s.msg }
+
+// Close ends the call, closing the connection if the answer is unfinished.
+func (s *Stream) Close() error {
+	s.cancel()
+	return s.body.Close()
+}
+
+// Collect reads a stream to its end, calling onText for each text piece,
+// and returns the complete answer.
+func (s *Stream) Collect(onText func(string)) (*MessageResponse, error) {
+	defer s.Close()
+	for s.Next() {
+		if ev := s.Event(); ev.Type == EventText && onText != nil {
+			onText(ev.Text)
+		}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.Message(), nil
+}

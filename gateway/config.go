@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config is the [gateway] section of the configuration.
+type Config struct {
+	// Addr is where `ballet gateway` listens.
+	Addr string `toml:"addr"`
+	// URL is where workers send model calls.
+	URL string `toml:"url"`
+	// Fake routes calls that have no provider credential to the scripted
+	// fake upstream: "" (off), "demo" or the path of a script (JSON or YAML).
+	Fake string `toml:"fake"`
+	// SigningKey signs and verifies gateway tokens (HMAC-SHA256).
+	SigningKey string `toml:"signing_key" secret:"true"`
+	// CredentialsKey is the base64 AES-256 key sealing provider credentials.
+	CredentialsKey string `toml:"credentials_key" secret:"true"`
+	// CredentialsKeyFile holds the base64 key instead of CredentialsKey.
+	CredentialsKeyFile string `toml:"credentials_key_file"`
+	// TokenTTL is how long a minted gateway token is valid.
+	TokenTTL time.Duration `toml:"token_ttl"`
+	// MaxRequestBytes caps a request body.
+	MaxRequestBytes int64 `toml:"max_request_bytes"`
+	// AnthropicURL and OpenAIURL are the providers' endpoints when a
+	// credential names none.
+	AnthropicURL string `toml:"anthropic_url"`
+	OpenAIURL    string `toml:"openai_url"`
+	// ConnectTimeout bounds dialing an upstream; HeaderTimeout bounds the wait
+	// for its response headers (long answers stream well past it).
+	ConnectTimeout time.Duration `toml:"connect_timeout"`
+	HeaderTimeout  time.Duration `toml:"header_timeout"`
+	// RetryMaxAttempts is how many times one call is sent upstream at most.
+	RetryMaxAttempts int `toml:"retry_max_attempts"`
+	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff
+	// (full jitter) between attempts.
+	RetryInitialBackoff time.Duration `toml:"retry_initial_backoff"`
+	RetryMaxBackoff     time.Duration `toml:"retry_max_backoff"`
+	// RetryMaxWait is the longest Retry-After honoured; a longer one is
+	// passed to the caller instead of waited for.
+	RetryMaxWait time.Duration `toml:"retry_max_wait"`
+	// CacheTTL is how long a project's credentials and limits are cached.
+	CacheTTL time.Duration `toml:"cache_ttl"`
+	// RedisPrefix prefixes every rate-limit key in Redis.
+	RedisPrefix string `toml:"redis_prefix"`
+	// UsageBatchSize is the most usage rows written in one statement.
+	UsageBatchSize int `toml:"usage_batch_size"`
+	// UsageFlushInterval is how often buffered usage rows are written.
+	UsageFlushInterval time.Duration `toml:"usage_flush_interval"`
+	// UsageBuffer caps the usage rows held while Postgres is unreachable;
+	// beyond it the oldest are dropped and counted.
+	UsageBuffer int `toml:"usage_buffer"`
+}
+
+// DefaultConfig returns the built-in gateway defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:                ":8082",
+		URL:                 "http://localhost:8082",
+		TokenTTL:            10 * time.Minute,
+		MaxRequestBytes:     32 << 20,
+		AnthropicURL:        "https://api.anthropic.com",
+		OpenAIURL:           "https://api.openai.com/v1",
+		ConnectTimeout:      10 * time.Second,
+		HeaderTimeout:       5 * time.Minute,
+		RetryMaxAttempts:    3,
+		RetryInitialBackoff: 500 * time.Millisecond,
+		RetryMaxBackoff:     8 * time.Second,
+		RetryMaxWait:        30 * time.Second,
+		CacheTTL:            10 * time.Second,
+		RedisPrefix:         "ballet:gateway:",
+		UsageBatchSize:      500,
+		UsageFlushInterval:  time.Second,
+		UsageBuffer:         100000,
+	}
+}
+
+// Validate reports the first invalid key of the section.
+func (c Config) Validate() error {
+	for _, kv := range [][2]string{{"gateway.url", c.URL}, {"gateway.anthropic_url", c.AnthropicURL}, {"gateway.openai_url", c.OpenAIURL}} {
+		u, err := url.Parse(kv[1])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s: must be an http(s) URL, got %q", kv[0], kv[1])
+		}
+	}
+	if c.Addr == "" {
+		return errors.New("gateway.addr: must not be empty")
+	}
+	if c.Fake != "" && c.Fake != "demo" {
+		if _, err := os.Stat(c.Fake); err != nil {
+			return fmt.Errorf("gateway.fake: must be \"demo\" or a script file: %w", err)
+		}
+	}
+	if c.CredentialsKey != "" && c.CredentialsKeyFile != "" {
+		return errors.New("gateway.credentials_key: set either credentials_key or credentials_key_file, not both")
+	}
+	if c.CredentialsKey != "" {
+		if _, err := decodeKey(c.CredentialsKey); err != nil {
+			return fmt.Errorf("gateway.credentials_key: %w", err)
+		}
+	}
+	if c.CredentialsKeyFile != "" {
+		if _, err := c.CredentialsKeyBytes(); err != nil {
+			return fmt.Errorf("gateway.credentials_key_file: %w", err)
+		}
+	}
+	durations := []struct {
+		key string
+		v   time.Duration
+	}{
+		{"gateway.token_ttl", c.TokenTTL}, {"gateway.connect_timeout", c.ConnectTimeout},
+		{"gateway.header_timeout", c.HeaderTimeout}, {"gateway.retry_initial_backoff", c.RetryInitialBackoff},
+		{"gateway.retry_max_backoff", c.RetryMaxBackoff}, {"gateway.usage_flush_interval", c.UsageFlushInterval},
+	}
+	for _, d := range durations {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: must be positive, got %s", d.key, d.v)
+		}
+	}
+	switch {
+	case c.RetryMaxWait < 0:
+		return fmt.Errorf("gateway.retry_max_wait: must not be negative, got %s", c.RetryMaxWait)
+	case c.CacheTTL < 0:
+		return fmt.Errorf("gateway.cache_ttl: must not be negative, got %s", c.CacheTTL)
+	case c.MaxRequestBytes < 1024:
+		return fmt.Errorf("gateway.max_request_bytes: must be at least 1024, got %d", c.MaxRequestBytes)
+	case c.RetryMaxAttempts < 1:
+		return fmt.Errorf("gateway.retry_max_attempts: must be at least 1, got %d", c.RetryMaxAttempts)
+	case c.UsageBatchSize < 1:
+		return fmt.Errorf("gateway.usage_batch_size: must be at least 1, got %d", c.UsageBatchSize)
+	case c.UsageBuffer < c.UsageBatchSize:
+		return fmt.Errorf("gateway.usage_buffer: must be at least usage_batch_size (%d), got %d", c.UsageBatchSize, c.UsageBuffer)
+	case c.RedisPrefix == "":
+		return errors.New("gateway.redis_prefix: must not be empty")
+	}
+	return nil
+}
+
+// CredentialsKeyBytes returns the AES-256 key from credentials_key or
+// credentials_key_file, or nil when neither is set.
+func (c Config) CredentialsKeyBytes() ([]byte, error) {
+	raw := c.CredentialsKey
+	if c.CredentialsKeyFile != "" {
+		b, err := os.ReadFile(c.CredentialsKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		raw = string(b)
+	}
+	if raw == "" {
+		return nil, nil
+	}
+	return decodeKey(raw)
+}
+
+func decodeKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		b, err = base64.RawStdEncoding.DecodeString(s)
+	}
+	if err != nil {
+		return nil, errors.New("must be base64")
+	}
+	if len(b) != 32 {
+		return nil, fmt.Errorf("must be a 32-byte (AES-256) key, got %d bytes", len(b))
+	}
+	return b, nil
+}

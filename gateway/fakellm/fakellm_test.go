@@ -1,0 +1,163 @@
+package fakellm_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/balletplanner/ballet/gateway/fakellm"
+)
+
+func TestParseRejectsBadScripts(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, src, want string }{
+		{"empty", `answers: []`, "no answers"},
+		{"unknown field", "answers:\n  - contnet: [{text: x}]", "contnet"},
+		{"bad regexp", "answers:\n  - match: '('\n    content: [{text: x}]", "match"},
+		{"both text and tool", "answers:\n  - content: [{text: x, tool_use: {name: y}}]", "exactly one"},
+		{"tool without name", "answers:\n  - content: [{tool_use: {input: {}}}]", "needs a name"},
+		{"unknown fault", "answers:\n  - fault: {kind: explode}", "unknown fault"},
+		{"status fault without status", "answers:\n  - fault: {kind: status}", "status ≥ 400"},
+		{"nothing", "answers:\n  - usage: {input_tokens: 1}", "no content"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := fakellm.Parse([]byte(tt.src))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	// JSON reads too.
+	if _, err := fakellm.Parse([]byte(`{"answers":[{"content":[{"text":"hi"}],"chunk_latency":"5ms"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func post(t *testing.T, url, body string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestOrderAndMatch(t *testing.T) {
+	t.Parallel()
+	s := fakellm.New(fakellm.MustParse(`
+answers:
+  - match: 'weather'
+    content: [{text: "sunny"}]
+  - match: '^\[tool_result lookup\] found'
+    content: [{text: "thanks for the lookup"}]
+  - content: [{text: "first"}]
+  - content: [{text: "second"}]
+`))
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ask := func(messages string) string {
+		_, body := post(t, s.URL()+"/v1/messages", `{"model":"m","max_tokens":5,"messages":`+messages+`}`)
+		var m struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		json.Unmarshal([]byte(body), &m)
+		if m.Error != nil {
+			return "error: " + m.Error.Message
+		}
+		return m.Content[0].Text
+	}
+	steps := []struct{ messages, want string }{
+		{`[{"role":"user","content":"hello"}]`, "first"},
+		{`[{"role":"user","content":"how is the weather?"}]`, "sunny"},
+		{`[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"lookup","input":{}}]},
+		   {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"found it"}]}]`, "thanks for the lookup"},
+		{`[{"role":"user","content":"again"}]`, "second"},
+		{`[{"role":"user","content":"more"}]`, "error: fake: the script's 2 ordered answers are used up"},
+	}
+	for i, st := range steps {
+		if got := ask(st.messages); got != st.want {
+			t.Fatalf("step %d: %q, want %q", i, got, st.want)
+		}
+	}
+}
+
+func TestStreamIsChunked(t *testing.T) {
+	t.Parallel()
+	s := fakellm.New(fakellm.MustParse(`
+answers:
+  - content: [{text: "abcdefghij"}, {tool_use: {id: t1, name: read_skill, input: {name: planner}}}]
+    chunk_size: 4
+    usage: {input_tokens: 9, output_tokens: 8}
+`))
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, body := post(t, s.URL()+"/v1/messages", `{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	var names []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if n, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			names = append(names, n)
+		}
+	}
+	want := "message_start,ping,content_block_start,content_block_delta,content_block_delta,content_block_delta,content_block_stop," +
+		"content_block_start,content_block_delta,content_block_delta,content_block_delta,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop"
+	if strings.Join(names, ",") != want {
+		t.Fatalf("events = %v", names)
+	}
+	if !strings.Contains(body, `"usage":{"output_tokens":8}`) || !strings.Contains(body, `"stop_reason":"tool_use"`) {
+		t.Fatalf("body = %s", body)
+	}
+}
+
+func TestListenAndServe(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fakellm.ListenAndServe(ctx, addr, fakellm.Demo()) }()
+	var resp *http.Response
+	for range 200 {
+		resp, err = http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"plan a feature"}]}`))
+		if err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"name":"list_runnable"`) || !strings.Contains(string(b), `"finish_reason":"tool_calls"`) {
+		t.Fatalf("demo answer = %s", b)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

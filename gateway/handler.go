@@ -1,0 +1,244 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// statusClientClosed is recorded when the caller went away mid-call.
+const statusClientClosed = 499
+
+// requestHead is what the gateway reads of a request body itself.
+type requestHead struct {
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens"`
+	Stream    bool   `json:"stream"`
+}
+
+func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ctx := r.Context()
+	reqID := newRequestID()
+	w.Header().Set("x-ballet-request-id", reqID)
+
+	token := bearer(r.Header.Get("Authorization"), r.Header.Get("x-api-key"))
+	if token == "" {
+		writeError(w, http.StatusUnauthorized, ErrAuthentication, "missing gateway token: send it as Authorization: Bearer <token> or x-api-key")
+		return
+	}
+	p, err := VerifyToken(s.signingKey, token)
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, ErrAuthentication, err.Error())
+		return
+	}
+	if !p.Can(CapabilityInvoke) {
+		writeError(w, http.StatusForbidden, ErrPermission, "the token lacks the llm.invoke capability")
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, ErrTooLarge, "request body over "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
+			return
+		}
+		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "read body: "+err.Error())
+		return
+	}
+	var head requestHead
+	if err := json.Unmarshal(raw, &head); err != nil {
+		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "body: "+err.Error())
+		return
+	}
+	if head.Model == "" {
+		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "model: field required")
+		return
+	}
+	if head.MaxTokens < 1 {
+		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "max_tokens: must be at least 1")
+		return
+	}
+
+	sc, err := s.scopes.get(ctx, p.Organization, p.Project)
+	if err != nil {
+		if store.IsCode(err, store.CodeNotFound) {
+			writeError(w, http.StatusForbidden, ErrPermission, "the token's organization or project does not exist")
+			return
+		}
+		s.log.ErrorContext(ctx, "resolve scope", slog.Any("error", err))
+		writeError(w, http.StatusInternalServerError, ErrAPI, "gateway: cannot load the project's settings")
+		return
+	}
+	cred, ok := sc.credential(head.Model)
+	if !ok {
+		switch {
+		case s.fake != nil:
+			cred = upstreamCred{provider: store.ProviderAnthropic, apiKey: "fake", baseURL: s.fake.URL()}
+		case sc.openErr != nil:
+			s.log.ErrorContext(ctx, "open credential", slog.String("scope", sc.name()), slog.Any("error", sc.openErr))
+			writeError(w, http.StatusInternalServerError, ErrAPI, "gateway: the "+sc.name()+" credential cannot be opened with the gateway's credentials key")
+			return
+		default:
+			writeError(w, http.StatusForbidden, ErrPermission, "no provider credential for "+sc.name()+" or its organization "+sc.OrganizationKey)
+			return
+		}
+	}
+	if cred.baseURL == "" {
+		cred.baseURL = s.cfg.AnthropicURL
+		if cred.provider == store.ProviderOpenAI {
+			cred.baseURL = s.cfg.OpenAIURL
+		}
+	}
+
+	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, int64(estimateTokens(len(raw))+head.MaxTokens))
+	if err != nil {
+		var le *limitError
+		if errors.As(err, &le) {
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(le.retryAfter)))
+			typ := ErrRateLimit
+			if le.status == http.StatusForbidden {
+				typ = ErrPermission
+			}
+			writeError(w, le.status, typ, le.message)
+			s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, le.status, Usage{})
+			return
+		}
+		s.log.ErrorContext(ctx, "reserve limits", slog.String("scope", sc.name()), slog.Any("error", err))
+		writeError(w, http.StatusServiceUnavailable, ErrOverloaded, "gateway: rate limiter unavailable")
+		return
+	}
+
+	c := &call{raw: raw, header: r.Header, model: head.Model, stream: head.Stream,
+		provider: cred.provider, baseURL: cred.baseURL, apiKey: cred.apiKey}
+	m := &meter{}
+	answered := false
+	status := http.StatusOK
+	ans, err := s.send(ctx, s.providers[cred.provider], c)
+	switch {
+	case err != nil:
+		var ge *gatewayError
+		switch {
+		case ctx.Err() != nil:
+			status = statusClientClosed
+		case errors.As(err, &ge):
+			status = ge.status
+			writeError(w, ge.status, ge.typ, ge.msg)
+		default:
+			status = http.StatusBadGateway
+			writeError(w, status, ErrAPI, "gateway: "+err.Error())
+		}
+	case ans.status != 0:
+		status = ans.status
+		if ans.retryAfter != "" {
+			w.Header().Set("Retry-After", ans.retryAfter)
+		}
+		writeErrorBody(w, ans.status, ans.errBody)
+	case ans.src != nil:
+		answered = true
+		status = s.relay(ctx, w, ans, m)
+	default:
+		answered = true
+		m.observeMessage(ans.body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		if _, err := w.Write(ans.body); err != nil {
+			status = statusClientClosed
+		}
+	}
+
+	var u Usage
+	estimated := false
+	if answered {
+		u, estimated = m.final(len(raw))
+	}
+	s.finish(ctx, p, sc, c, res, reqID, status, u, estimated, time.Since(start))
+}
+
+// relay forwards a stream event by event, flushing each, and returns the
+// status to record. Once the first byte went out nothing is retried: a
+// broken upstream is reported in the stream as an error event.
+func (s *Server) relay(ctx context.Context, w http.ResponseWriter, ans *answer, m *meter) int {
+	defer ans.src.close()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := newSSEWriter(w)
+	ev := ans.first
+	stopped := false
+	for {
+		m.observe(ev)
+		stopped = stopped || ev.name == "message_stop"
+		if err := out.write(ev); err != nil {
+			return statusClientClosed
+		}
+		if stopped {
+			break // the answer is whole; nothing follows message_stop
+		}
+		var err error
+		ev, err = ans.src.next()
+		if errors.Is(err, io.EOF) && (stopped || m.errType != "") {
+			break
+		}
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return statusClientClosed
+		}
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		out.write(sseEvent{name: "error", data: errorJSON(ErrAPI, "upstream stream broke off: "+err.Error())}) //nolint:errcheck
+		return http.StatusBadGateway
+	}
+	if m.errType != "" {
+		return statusForErrorType(m.errType)
+	}
+	return http.StatusOK
+}
+
+// finish settles the reservation, counts the call and queues its usage row.
+func (s *Server) finish(ctx context.Context, p Principal, sc *scope, c *call, res *reservation, reqID string, status int, u Usage, estimated bool, took time.Duration) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := s.limiter.settle(sctx, res, u.Total()); err != nil {
+		s.log.WarnContext(ctx, "settle reservation", slog.String("scope", sc.name()), slog.Any("error", err))
+	}
+	s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, c.model, status, u)
+	s.usage.add(store.Usage{
+		RequestID: reqID, OrganizationID: sc.OrganizationID, ProjectID: sc.ProjectID, SessionID: sessionUUID(p.Session),
+		Caller: p.Subject, ActingFor: p.ActingFor, Provider: c.provider, Model: c.model, Status: status,
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
+		Estimated: estimated, DurationMS: int(took.Milliseconds()), CreatedAt: time.Now(),
+	})
+	s.log.DebugContext(ctx, "llm call", slog.String("request_id", reqID), slog.String("caller", p.Subject),
+		slog.String("model", c.model), slog.Int("status", status), slog.Int64("input_tokens", u.InputTokens),
+		slog.Int64("output_tokens", u.OutputTokens), slog.Bool("estimated", estimated), slog.Duration("took", took))
+}
+
+// sessionUUID keeps a session id only when it is a UUID (the usage column's type).
+func sessionUUID(s string) string {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return ""
+	}
+	for i, r := range s {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue
+		}
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r >= 'A' && r <= 'F') {
+			return ""
+		}
+	}
+	return s
+}

@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's Prometheus collectors.
+type metrics struct {
+	requests *prometheus.CounterVec
+	tokens   *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	dropped  prometheus.Counter
+	written  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ballet_llm_requests_total",
+			Help: "Model calls served by the gateway, by final HTTP status.",
+		}, []string{"organization", "project", "model", "status"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ballet_llm_tokens_total",
+			Help: "Tokens metered by the gateway (token_type input|output|cache_read|cache_write).",
+		}, []string{"organization", "project", "model", "token_type"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ballet_llm_upstream_retries_total",
+			Help: "Upstream attempts retried after a connection error, 429 or 5xx before the first byte.",
+		}, []string{"provider"}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ballet_llm_usage_dropped_total",
+			Help: "Usage rows dropped because the bounded buffer was full (Postgres unreachable for long).",
+		}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ballet_llm_usage_written_total",
+			Help: "Usage rows written to Postgres.",
+		}),
+	}
+	pendingGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_llm_usage_pending",
+		Help: "Usage rows buffered, not yet written to Postgres.",
+	}, pending)
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.retries, m.dropped, m.written, pendingGauge} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("gateway: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// observe counts one finished call.
+func (m *metrics) observe(org, project, model string, status int, u Usage) {
+	m.requests.WithLabelValues(org, project, model, fmt.Sprint(status)).Inc()
+	for _, t := range []struct {
+		typ string
+		n   int64
+	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cache_read", u.CacheReadInputTokens}, {"cache_write", u.CacheCreationInputTokens}} {
+		if t.n > 0 {
+			m.tokens.WithLabelValues(org, project, model, t.typ).Add(float64(t.n))
+		}
+	}
+}
+
+// meter reads usage from the Anthropic events of one answer as they pass,
+// without holding them.
+type meter struct {
+	usage      Usage
+	reported   bool // some usage figure came from upstream
+	sawDelta   bool // message_delta's usage seen: output is final
+	outChars   int
+	stopReason string
+	errType    string // type of an error event, if one came
+	errMessage string
+}
+
+type usageFields struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+func (m *meter) apply(u *usageFields) {
+	if u == nil {
+		return
+	}
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+			// Zeros are placeholders (a translated message_start): only a
+			// figure above zero counts as reported.
+			m.reported = m.reported || *v > 0
+		}
+	}
+	set(&m.usage.InputTokens, u.InputTokens)
+	set(&m.usage.OutputTokens, u.OutputTokens) // cumulative in message_delta
+	set(&m.usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
+	set(&m.usage.CacheReadInputTokens, u.CacheReadInputTokens)
+}
+
+type meterEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Usage *usageFields `json:"usage"`
+	} `json:"message"`
+	Usage *usageFields `json:"usage"`
+	Delta *struct {
+		StopReason  string `json:"stop_reason"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+	} `json:"delta"`
+	Error *ErrorDetail `json:"error"`
+}
+
+// observe reads one event.
+func (m *meter) observe(ev sseEvent) {
+	switch ev.name {
+	case "message_start", "message_delta", "content_block_delta", "error":
+	case "":
+	default:
+		return
+	}
+	var e meterEvent
+	if json.Unmarshal(ev.data, &e) != nil {
+		return
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message != nil {
+			m.apply(e.Message.Usage)
+		}
+	case "message_delta":
+		if e.Usage != nil {
+			m.sawDelta = true
+		}
+		m.apply(e.Usage)
+		if e.Delta != nil && e.Delta.StopReason != "" {
+			m.stopReason = e.Delta.StopReason
+		}
+	case "content_block_delta":
+		if e.Delta != nil {
+			m.outChars += len(e.Delta.Text) + len(e.Delta.PartialJSON) + len(e.Delta.Thinking)
+		}
+	case "error":
+		if e.Error != nil {
+			m.errType, m.errMessage = e.Error.Type, e.Error.Message
+		}
+	}
+}
+
+// observeMessage reads the usage of a JSON answer.
+func (m *meter) observeMessage(body []byte) {
+	var msg struct {
+		StopReason string          `json:"stop_reason"`
+		Usage      *usageFields    `json:"usage"`
+		Content    json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return
+	}
+	m.apply(msg.Usage)
+	m.sawDelta = msg.Usage != nil
+	m.stopReason = msg.StopReason
+	m.outChars = len(msg.Content)
+}
+
+// final returns the usage to record, estimating at four characters per
+// token what the upstream did not report.
+func (m *meter) final(inputChars int) (Usage, bool) {
+	u := m.usage
+	estimated := false
+	if !m.reported {
+		u.InputTokens = int64(estimateTokens(inputChars))
+		estimated = true
+	}
+	if !m.sawDelta {
+		if est := int64(estimateTokens(m.outChars)); est > u.OutputTokens {
+			u.OutputTokens = est
+		}
+		estimated = true
+	}
+	return u, estimated
+}
+
+// estimateTokens is the gateway's estimate: about four characters a token.
+func estimateTokens(chars int) int { return (chars + 3) / 4 }

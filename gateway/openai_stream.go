@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// openaiEvents translates a Chat Completions stream into Anthropic events
+// chunk by chunk: message_start at the first chunk, a content block per run
+// of text and per tool call, and message_delta (stop reason, usage from the
+// include_usage chunk) and message_stop at [DONE].
+type openaiEvents struct {
+	r     *sseReader
+	body  io.ReadCloser
+	model string
+
+	queue      []sseEvent
+	started    bool
+	done       bool
+	blockIndex int // the open block, -1 for none
+	blockText  bool
+	nextIndex  int
+	toolBlocks map[int]int // tool call index → block index
+	sawTool    bool
+	finish     string
+	usage      *oaUsage
+}
+
+type oaChunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Delta struct {
+			Content   *string      `json:"content"`
+			ToolCalls []oaToolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *oaUsage `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+func (o *openaiEvents) emit(name string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only maps and plain structs are emitted
+	}
+	o.queue = append(o.queue, sseEvent{name: name, data: b})
+}
+
+func (o *openaiEvents) close() { o.body.Close() }
+
+func (o *openaiEvents) next() (sseEvent, error) {
+	for {
+		if len(o.queue) > 0 {
+			ev := o.queue[0]
+			o.queue = o.queue[1:]
+			return ev, nil
+		}
+		if o.done {
+			return sseEvent{}, io.EOF
+		}
+		ev, err := o.r.next()
+		if errors.Is(err, io.EOF) {
+			if o.finish == "" {
+				return sseEvent{}, io.ErrUnexpectedEOF
+			}
+			o.finalize()
+			continue
+		}
+		if err != nil {
+			return sseEvent{}, err
+		}
+		if bytes.Equal(bytes.TrimSpace(ev.data), []byte("[DONE]")) {
+			if !o.started {
+				return sseEvent{}, fmt.Errorf("%w: [DONE] before any chunk", errMalformed)
+			}
+			o.finalize()
+			continue
+		}
+		var ch oaChunk
+		if err := json.Unmarshal(ev.data, &ch); err != nil {
+			return sseEvent{}, fmt.Errorf("%w: chunk is not JSON: %w", errMalformed, err)
+		}
+		o.translate(&ch)
+	}
+}
+
+func (o *openaiEvents) translate(ch *oaChunk) {
+	if ch.Error != nil {
+		o.emit("error", ErrorBody{Type: "error", Error: ErrorDetail{Type: ErrAPI, Message: ch.Error.Message}})
+		o.done = true
+		return
+	}
+	if !o.started {
+		o.started = true
+		model := ch.Model
+		if model == "" {
+			model = o.model
+		}
+		o.emit("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+			"id": ch.ID, "type": "message", "role": RoleAssistant, "model": model, "content": []any{},
+			"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 0, "output_tokens": 0},
+		}})
+	}
+	if ch.Usage != nil {
+		o.usage = ch.Usage
+	}
+	if len(ch.Choices) == 0 {
+		return
+	}
+	c := ch.Choices[0]
+	if t := c.Delta.Content; t != nil && *t != "" {
+		if o.blockIndex < 0 || !o.blockText {
+			o.closeBlock()
+			o.openBlock(true, map[string]any{"type": BlockText, "text": ""})
+		}
+		o.emit("content_block_delta", map[string]any{"type": "content_block_delta", "index": o.blockIndex,
+			"delta": map[string]any{"type": "text_delta", "text": *t}})
+	}
+	for _, tc := range c.Delta.ToolCalls {
+		idx := 0
+		if tc.Index != nil {
+			idx = *tc.Index
+		}
+		block, seen := o.toolBlocks[idx]
+		if !seen {
+			o.closeBlock()
+			o.sawTool = true
+			o.openBlock(false, map[string]any{"type": BlockToolUse, "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}})
+			block = o.blockIndex
+			o.toolBlocks[idx] = block
+		}
+		if tc.Function.Arguments != "" {
+			o.emit("content_block_delta", map[string]any{"type": "content_block_delta", "index": block,
+				"delta": map[string]any{"type": "input_json_delta", "partial_json": tc.Function.Arguments}})
+		}
+	}
+	if c.FinishReason != nil && *c.FinishReason != "" {
+		o.finish = *c.FinishReason
+	}
+}
+
+func (o *openaiEvents) openBlock(text bool, block map[string]any) {
+	o.blockIndex, o.blockText = o.nextIndex, text
+	o.nextIndex++
+	o.emit("content_block_start", map[string]any{"type": "content_block_start", "index": o.blockIndex, "content_block": block})
+}
+
+func (o *openaiEvents) closeBlock() {
+	if o.blockIndex < 0 {
+		return
+	}
+	o.emit("content_block_stop", map[string]any{"type": "content_block_stop", "index": o.blockIndex})
+	o.blockIndex = -1
+}
+
+func (o *openaiEvents) finalize() {
+	o.closeBlock()
+	stop := stopReason(o.finish)
+	if o.sawTool && stop == StopEndTurn {
+		stop = StopToolUse // some servers finish tool calls with "stop"
+	}
+	delta := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}}
+	if o.usage != nil {
+		u := o.usage.anthropic()
+		delta["usage"] = map[string]int64{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
+			"cache_read_input_tokens": u.CacheReadInputTokens}
+	}
+	o.emit("message_delta", delta)
+	o.emit("message_stop", map[string]any{"type": "message_stop"})
+	o.done = true
+}

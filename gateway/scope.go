@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// scopeSource loads what a call needs about its project; *store.DB is one.
+type scopeSource interface {
+	ResolveLLMScope(ctx context.Context, organizationID, projectID string) (store.LLMScope, error)
+}
+
+// upstreamCred is a decrypted credential ready to use.
+type upstreamCred struct {
+	provider string
+	apiKey   string
+	baseURL  string
+	project  bool // a project override, not the organization default
+}
+
+// scope is a project's resolved scope: labels, credentials, limits.
+type scope struct {
+	store.LLMScope
+	creds   []upstreamCred // the project's overrides first
+	openErr error          // a credential that could not be opened
+}
+
+// name says which scope a limit belongs to, for messages.
+func (s *scope) name() string {
+	if s.ProjectKey != "" {
+		return "project " + s.ProjectKey
+	}
+	return "organization " + s.OrganizationKey
+}
+
+// id keys the scope's counters in Redis.
+func (s *scope) id() string {
+	if s.ProjectID != "" {
+		return s.ProjectID
+	}
+	return s.OrganizationID
+}
+
+// credential picks the credential of a call: the project's overrides win
+// over the organization's defaults; within one scope the provider that
+// fits the model does (claude-* → anthropic, anything else → openai).
+func (s *scope) credential(model string) (upstreamCred, bool) {
+	prefer := store.ProviderOpenAI
+	if strings.HasPrefix(model, "claude") {
+		prefer = store.ProviderAnthropic
+	}
+	for _, project := range []bool{true, false} {
+		var found []upstreamCred
+		for _, c := range s.creds {
+			if c.project == project {
+				found = append(found, c)
+			}
+		}
+		for _, c := range found {
+			if c.provider == prefer {
+				return c, true
+			}
+		}
+		if len(found) > 0 {
+			return found[0], true
+		}
+	}
+	return upstreamCred{}, false
+}
+
+// scopeCache caches resolved scopes for a short time, so a stream of calls
+// does not read Postgres each time.
+type scopeCache struct {
+	src    scopeSource
+	sealer *Sealer
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]scopeEntry
+}
+
+type scopeEntry struct {
+	s  *scope
+	at time.Time
+}
+
+func (c *scopeCache) get(ctx context.Context, organizationID, projectID string) (*scope, error) {
+	key := organizationID + "/" + projectID
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < c.ttl {
+		return e.s, nil
+	}
+	ls, err := c.src.ResolveLLMScope(ctx, organizationID, projectID)
+	if err != nil {
+		return nil, err
+	}
+	s := &scope{LLMScope: ls}
+	for _, cr := range ls.Credentials {
+		if c.sealer == nil {
+			s.openErr = ErrNoCredentialsKey
+			continue
+		}
+		key, err := c.sealer.OpenCredential(cr)
+		if err != nil {
+			s.openErr = err
+			continue
+		}
+		s.creds = append(s.creds, upstreamCred{provider: cr.Provider, apiKey: key, baseURL: cr.BaseURL, project: cr.ProjectID != ""})
+	}
+	if c.ttl > 0 {
+		c.mu.Lock()
+		if len(c.entries) > 10000 {
+			clear(c.entries)
+		}
+		c.entries[key] = scopeEntry{s: s, at: now}
+		c.mu.Unlock()
+	}
+	return s, nil
+}

@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Token constants: every gateway token is for this audience and carries the
+// capability.
+const (
+	Audience         = "gateway"
+	CapabilityInvoke = "llm.invoke"
+	tokenIssuer      = "ballet"
+)
+
+// ErrInvalidToken is wrapped by every token verification failure.
+var ErrInvalidToken = errors.New("invalid gateway token")
+
+// Principal is who a model call is made by and for: the claims of a
+// gateway token.
+type Principal struct {
+	// Subject is the caller, e.g. planner:<session>. Mint defaults it from
+	// Session when empty.
+	Subject string
+	// Organization and Project are ids; Project is empty for a call made for
+	// the organization as a whole.
+	Organization string
+	Project      string
+	// Session is the planner session id, if any.
+	Session string
+	// ActingFor is the human subject the call is made for.
+	ActingFor string
+	// Capabilities are granted by the token; verification keeps them.
+	Capabilities []string
+}
+
+type tokenClaims struct {
+	Organization string   `json:"org"`
+	Project      string   `json:"project,omitempty"`
+	Session      string   `json:"session,omitempty"`
+	ActingFor    string   `json:"acting_for,omitempty"`
+	Capabilities []string `json:"cap"`
+	jwt.RegisteredClaims
+}
+
+// Mint signs a gateway token (HS256) for p, valid for ttl, with audience
+// gateway and capability llm.invoke.
+func Mint(key []byte, p Principal, ttl time.Duration) (string, error) {
+	if len(key) == 0 {
+		return "", errors.New("gateway: mint: no signing key")
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("gateway: mint: ttl must be positive, got %s", ttl)
+	}
+	if p.Organization == "" {
+		return "", errors.New("gateway: mint: no organization")
+	}
+	if p.Subject == "" {
+		if p.Session == "" {
+			return "", errors.New("gateway: mint: no subject or session")
+		}
+		p.Subject = "planner:" + p.Session
+	}
+	caps := p.Capabilities
+	if len(caps) == 0 {
+		caps = []string{CapabilityInvoke}
+	}
+	now := time.Now()
+	jti := make([]byte, 12)
+	rand.Read(jti)
+	claims := tokenClaims{
+		Organization: p.Organization, Project: p.Project, Session: p.Session, ActingFor: p.ActingFor,
+		Capabilities: caps,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer: tokenIssuer, Subject: p.Subject, Audience: jwt.ClaimStrings{Audience},
+			IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now.Add(-30 * time.Second)),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), ID: hex.EncodeToString(jti),
+		},
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(key)
+	if err != nil {
+		return "", fmt.Errorf("gateway: mint: %w", err)
+	}
+	return s, nil
+}
+
+// VerifyToken checks a gateway token's signature, expiry and audience and
+// returns its principal. Every failure wraps ErrInvalidToken. The capability
+// is not checked here: the caller decides (a missing llm.invoke is 403).
+func VerifyToken(key []byte, token string) (Principal, error) {
+	if len(key) == 0 {
+		return Principal{}, fmt.Errorf("%w: the gateway has no signing key", ErrInvalidToken)
+	}
+	var c tokenClaims
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithAudience(Audience), jwt.WithIssuer(tokenIssuer), jwt.WithExpirationRequired(),
+		jwt.WithLeeway(5*time.Second))
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if c.Organization == "" || c.Subject == "" {
+		return Principal{}, fmt.Errorf("%w: no organization or subject", ErrInvalidToken)
+	}
+	return Principal{
+		Subject: c.Subject, Organization: c.Organization, Project: c.Project, Session: c.Session,
+		ActingFor: c.ActingFor, Capabilities: c.Capabilities,
+	}, nil
+}
+
+// Can reports whether the principal holds a capability.
+func (p Principal) Can(capability string) bool { return slices.Contains(p.Capabilities, capability) }
+
+// bearer extracts the token from Authorization: Bearer or x-api-key.
+func bearer(authorization, apiKey string) string {
+	if v, ok := strings.CutPrefix(authorization, "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	if v, ok := strings.CutPrefix(authorization, "bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	return strings.TrimSpace(apiKey)
+}

@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	keyFile := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(keyFile, []byte("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"), 0o600)
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"key file", func(c *Config) { c.CredentialsKeyFile = keyFile }, ""},
+		{"demo fake", func(c *Config) { c.Fake = "demo" }, ""},
+		{"bad url", func(c *Config) { c.URL = "localhost:8082" }, "gateway.url: "},
+		{"no addr", func(c *Config) { c.Addr = "" }, "gateway.addr: "},
+		{"missing fake script", func(c *Config) { c.Fake = "/nope.yaml" }, "gateway.fake: "},
+		{"ttl", func(c *Config) { c.TokenTTL = 0 }, "gateway.token_ttl: must be positive"},
+		{"short key", func(c *Config) { c.CredentialsKey = "c2hvcnQ=" }, "gateway.credentials_key: must be a 32-byte"},
+		{"not base64", func(c *Config) { c.CredentialsKey = "!!" }, "gateway.credentials_key: must be base64"},
+		{"both keys", func(c *Config) { c.CredentialsKey, c.CredentialsKeyFile = "x", keyFile }, "gateway.credentials_key: set either"},
+		{"missing key file", func(c *Config) { c.CredentialsKeyFile = "/nope" }, "gateway.credentials_key_file: "},
+		{"attempts", func(c *Config) { c.RetryMaxAttempts = 0 }, "gateway.retry_max_attempts: "},
+		{"batch", func(c *Config) { c.UsageBatchSize = 0 }, "gateway.usage_batch_size: "},
+		{"buffer", func(c *Config) { c.UsageBuffer = 10 }, "gateway.usage_buffer: "},
+		{"flush", func(c *Config) { c.UsageFlushInterval = -time.Second }, "gateway.usage_flush_interval: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := DefaultConfig()
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want prefix %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSealer(t *testing.T) {
+	t.Parallel()
+	key := bytes.Repeat([]byte{7}, 32)
+	s, err := NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, nonce, keyID, fp := s.Seal([]byte("sk-secret"))
+	if bytes.Contains(ct, []byte("sk-secret")) || len(nonce) != 12 || keyID != s.KeyID() || fp != Fingerprint([]byte("sk-secret")) {
+		t.Fatalf("seal = %x %x %s %s", ct, nonce, keyID, fp)
+	}
+	if p, err := s.Open(ct, nonce, keyID); err != nil || string(p) != "sk-secret" {
+		t.Fatalf("open = %q, %v", p, err)
+	}
+	ct2, nonce2, _, _ := s.Seal([]byte("sk-secret"))
+	if bytes.Equal(ct, ct2) || bytes.Equal(nonce, nonce2) {
+		t.Fatal("sealing twice gave the same ciphertext")
+	}
+	other, _ := NewSealer(bytes.Repeat([]byte{8}, 32))
+	if _, err := other.Open(ct, nonce, keyID); err == nil {
+		t.Fatal("another key's sealer opened it")
+	}
+	ct[0] ^= 1
+	if _, err := s.Open(ct, nonce, keyID); err == nil {
+		t.Fatal("tampered ciphertext opened")
+	}
+	if _, err := NewSealer([]byte("short")); err == nil {
+		t.Fatal("short key accepted")
+	}
+}
+
+func TestMintAndVerify(t *testing.T) {
+	t.Parallel()
+	key := []byte("signing-key")
+	p := Principal{Organization: "org-1", Project: "proj-1", Session: "sess-1", ActingFor: "alice"}
+	tok, err := Mint(key, p, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := VerifyToken(key, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Subject != "planner:sess-1" || got.Organization != "org-1" || got.Project != "proj-1" ||
+		got.ActingFor != "alice" || !got.Can(CapabilityInvoke) {
+		t.Fatalf("principal = %+v", got)
+	}
+	if _, err := VerifyToken([]byte("other"), tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("wrong key: %v", err)
+	}
+	for _, bad := range []Principal{{}, {Organization: "o"}} {
+		if _, err := Mint(key, bad, time.Minute); err == nil {
+			t.Fatalf("minted for %+v", bad)
+		}
+	}
+	if _, err := Mint(key, p, 0); err == nil {
+		t.Fatal("minted with ttl 0")
+	}
+	if bearer("Bearer abc", "") != "abc" || bearer("", "xyz") != "xyz" {
+		t.Fatal("bearer extraction")
+	}
+}
+
+func TestSSEReader(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		in    string
+		want  []sseEvent
+		final error
+	}{
+		{"events", "event: a\ndata: {\"x\":1}\n\n: comment\n\nevent: b\ndata: 1\ndata: 2\n\n", []sseEvent{{"a", []byte(`{"x":1}`)}, {"b", []byte("1\n2")}}, io.EOF},
+		{"crlf", "event: a\r\ndata: x\r\n\r\n", []sseEvent{{"a", []byte("x")}}, io.EOF},
+		{"cut inside an event", "event: a\ndata: x\n\nevent: b\ndata: y", []sseEvent{{"a", []byte("x")}}, io.ErrUnexpectedEOF},
+		{"long line", "data: " + strings.Repeat("z", 40000) + "\n\n", []sseEvent{{"", []byte(strings.Repeat("z", 40000))}}, io.EOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := newSSEReader(strings.NewReader(tt.in))
+			for i, w := range tt.want {
+				ev, err := r.next()
+				if err != nil || ev.name != w.name || !bytes.Equal(ev.data, w.data) {
+					t.Fatalf("event %d = %q %q, %v", i, ev.name, ev.data, err)
+				}
+			}
+			if _, err := r.next(); !errors.Is(err, tt.final) {
+				t.Fatalf("end = %v, want %v", err, tt.final)
+			}
+		})
+	}
+}
+
+func TestBudgetPeriod(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 26, 15, 4, 5, 0, time.UTC) // a Thursday
+	tests := []struct {
+		period     string
+		start, end string
+	}{
+		{"day", "2026-11-26", "2026-11-27"},
+		{"week", "2026-11-23", "2026-11-30"},
+		{"month", "2026-11-01", "2026-12-01"},
+	}
+	for _, tt := range tests {
+		s, e := budgetPeriod(at, tt.period)
+		if s.Format(time.DateOnly) != tt.start || e.Format(time.DateOnly) != tt.end {
+			t.Errorf("%s: %s – %s", tt.period, s, e)
+		}
+	}
+}

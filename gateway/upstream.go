@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// call is one model call on its way upstream.
+type call struct {
+	raw       []byte // the body as the caller sent it
+	header    http.Header
+	model     string
+	stream    bool
+	provider  string
+	baseURL   string
+	apiKey    string
+	openaiReq []byte // the translated body, for openai
+}
+
+// eventSource yields the Anthropic events of a streamed answer.
+type eventSource interface {
+	next() (sseEvent, error) // io.EOF at the clean end
+	close()
+}
+
+// provider speaks one upstream API behind the Anthropic Messages API.
+type provider interface {
+	// prepare translates the call's body once, before the first attempt.
+	prepare(c *call) error
+	// request builds the HTTP request of one attempt.
+	request(ctx context.Context, c *call) (*http.Request, error)
+	// errorBody turns an upstream error body into the Anthropic form.
+	errorBody(status int, body []byte) []byte
+	// events reads a 2xx streamed answer as Anthropic events.
+	events(c *call, body io.ReadCloser) eventSource
+	// message reads a 2xx JSON answer as an Anthropic message body;
+	// an unreadable one wraps errMalformed.
+	message(c *call, body []byte) ([]byte, error)
+}
+
+// answer is what the retry loop hands the relay: a stream with its first
+// event read, a JSON message, or an error answer to pass to the caller.
+type answer struct {
+	src   eventSource
+	first sseEvent
+
+	body []byte
+
+	status     int // non-zero: an error answer
+	errBody    []byte
+	retryAfter string
+}
+
+// gatewayError is an error the gateway answers itself.
+type gatewayError struct {
+	status int
+	typ    string
+	msg    string
+}
+
+func (e *gatewayError) Error() string { return e.msg }
+
+// maxUpstreamBody caps a JSON answer or an error body read from upstream.
+const maxUpstreamBody = 64 << 20
+
+// send runs a call with retries: connection errors, 429 and 5xx are retried
+// with exponential backoff and jitter, honouring Retry-After, as long as
+// nothing has been sent to the caller — which is always the case here: the
+// relay starts writing only after send returns. For a stream, send reads the
+// first event, so an upstream that fails before it is retried too.
+func (s *Server) send(ctx context.Context, p provider, c *call) (*answer, error) {
+	if err := p.prepare(c); err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		last := attempt >= s.cfg.RetryMaxAttempts
+		a, retryable, wait, err := s.attempt(ctx, p, c)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !retryable || last || (wait > s.cfg.RetryMaxWait && s.cfg.RetryMaxWait > 0) {
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		}
+		if a != nil && a.src != nil {
+			a.src.close()
+		}
+		if wait <= 0 {
+			wait = s.backoff(attempt)
+		}
+		s.metrics.retries.WithLabelValues(c.provider).Inc()
+		s.log.DebugContext(ctx, "retrying upstream", "provider", c.provider, "attempt", attempt, "wait", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// attempt sends once; it reports whether a failure may be retried and the
+// wait the upstream asked for.
+func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, retryable bool, wait time.Duration, err error) {
+	req, err := p.request(ctx, c)
+	if err != nil {
+		return nil, false, 0, &gatewayError{http.StatusInternalServerError, ErrAPI, "gateway: build upstream request: " + err.Error()}
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, true, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " unreachable: " + err.Error()}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		a = &answer{status: resp.StatusCode, errBody: p.errorBody(resp.StatusCode, body), retryAfter: resp.Header.Get("Retry-After")}
+		return a, retryableStatus(resp.StatusCode), retryAfter(resp.Header), nil
+	}
+	if c.stream {
+		src := p.events(c, resp.Body)
+		first, err := src.next()
+		if err != nil {
+			src.close()
+			if errors.Is(err, errMalformed) {
+				return nil, false, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " sent a malformed stream: " + err.Error()}
+			}
+			return nil, true, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " stream ended before its first event: " + err.Error()}
+		}
+		if first.name == "error" {
+			// An error before anything reached the caller: answer it with its
+			// status, and retry it like one.
+			src.close()
+			var m meter
+			m.observe(first)
+			status := statusForErrorType(m.errType)
+			return &answer{status: status, errBody: first.data}, retryableStatus(status), 0, nil
+		}
+		return &answer{src: src, first: first}, false, 0, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	resp.Body.Close()
+	if err != nil {
+		return nil, true, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " answer cut short: " + err.Error()}
+	}
+	msg, err := p.message(c, body)
+	if err != nil {
+		return nil, false, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " sent a malformed answer: " + err.Error()}
+	}
+	return &answer{body: msg}, false, 0, nil
+}
+
+func retryableStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500
+}
+
+// backoff is exponential with equal jitter: half fixed, half random.
+func (s *Server) backoff(attempt int) time.Duration {
+	d := s.cfg.RetryInitialBackoff << min(attempt-1, 20)
+	if d > s.cfg.RetryMaxBackoff || d <= 0 {
+		d = s.cfg.RetryMaxBackoff
+	}
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// retryAfter reads retry-after-ms or Retry-After (seconds or an HTTP date).
+func retryAfter(h http.Header) time.Duration {
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+func newHTTPClient(cfg Config) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 512
+	tr.ResponseHeaderTimeout = cfg.HeaderTimeout
+	tr.DisableCompression = true // stream bytes as they come, never gunzip-buffer
+	tr.DialContext = (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	return &http.Client{Transport: tr}
+}

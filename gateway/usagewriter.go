@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// usageSink is where usage rows go; *store.DB is one.
+type usageSink interface {
+	InsertUsage(ctx context.Context, rows []store.Usage) (int64, error)
+}
+
+// usageWriter writes usage rows to Postgres in batches from a bounded
+// buffer. While Postgres is unreachable rows wait in the buffer; when it is
+// full the oldest are dropped and counted.
+type usageWriter struct {
+	sink     usageSink
+	log      *slog.Logger
+	batch    int
+	capacity int
+	interval time.Duration
+	m        *metrics
+
+	mu  sync.Mutex
+	buf []store.Usage
+
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	started  bool
+}
+
+const maxUsageBackoff = 30 * time.Second
+
+func newUsageWriter(sink usageSink, log *slog.Logger, batch, capacity int, interval time.Duration) *usageWriter {
+	return &usageWriter{sink: sink, log: log, batch: batch, capacity: capacity, interval: interval,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// pending is how many rows wait in the buffer.
+func (w *usageWriter) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.buf)
+}
+
+// add buffers a row without blocking.
+func (w *usageWriter) add(u store.Usage) {
+	w.mu.Lock()
+	if len(w.buf) >= w.capacity {
+		drop := len(w.buf) - w.capacity + 1
+		w.buf = append(w.buf[:0], w.buf[drop:]...)
+		if w.m != nil {
+			w.m.dropped.Add(float64(drop))
+		}
+	}
+	w.buf = append(w.buf, u)
+	full := len(w.buf) >= w.batch
+	w.mu.Unlock()
+	if full {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// start runs the writer until stop.
+func (w *usageWriter) start(ctx context.Context) {
+	w.started = true
+	go w.run(context.WithoutCancel(ctx))
+}
+
+func (w *usageWriter) run(ctx context.Context) {
+	defer close(w.done)
+	t := time.NewTimer(w.interval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		case <-w.kick:
+		}
+		wait := w.interval
+		if err := w.flush(ctx); err != nil {
+			failures++
+			wait = min(w.interval<<min(failures, 10), maxUsageBackoff)
+			w.log.WarnContext(ctx, "usage rows not written; keeping them buffered",
+				slog.Int("pending", w.pending()), slog.Int("failures", failures), slog.Any("error", err))
+		} else {
+			failures = 0
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(wait)
+	}
+}
+
+// flush writes batches until the buffer is empty or a write fails; rows of
+// a failed batch stay at the front of the buffer.
+func (w *usageWriter) flush(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		n := min(len(w.buf), w.batch)
+		batch := append([]store.Usage(nil), w.buf[:n]...)
+		w.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if _, err := w.sink.InsertUsage(ctx, batch); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		// Rows dropped meanwhile shifted the buffer: remove what was written,
+		// by request id, from the front.
+		i := 0
+		for i < len(w.buf) && i < n && w.buf[i].RequestID == batch[i].RequestID {
+			i++
+		}
+		w.buf = append(w.buf[:0], w.buf[i:]...)
+		w.mu.Unlock()
+		if w.m != nil {
+			w.m.written.Add(float64(n))
+		}
+	}
+}
+
+// close stops the writer and writes what is left, within ctx.
+func (w *usageWriter) close(ctx context.Context) error {
+	w.stopOnce.Do(func() { close(w.stop) })
+	if w.started {
+		<-w.done
+	}
+	return w.flush(ctx)
+}

@@ -1,0 +1,300 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrLeaseLost means another worker took the session's turn lease: the
+// caller must stop writing for that turn at once.
+var ErrLeaseLost = errors.New("store: session lease lost")
+
+// Fence identifies the holder of a session's turn lease. Every write a
+// running turn makes checks it, so a worker that lost its lease (stalled,
+// partitioned) cannot write over its successor.
+type Fence struct {
+	Session string
+	Turn    string
+	Token   int64
+	// Human is the turn's author, whom the planner acts for.
+	Human string
+}
+
+// ClaimState says what ClaimTurn found.
+type ClaimState int
+
+// Claim outcomes.
+const (
+	// ClaimRun: the caller holds the lease and runs (or resumes) the turn.
+	ClaimRun ClaimState = iota
+	// ClaimFinished: the turn already ended; nothing to do.
+	ClaimFinished
+	// ClaimCancelled: the turn was cancelled before it started; Outputs
+	// holds its done output and Next the session's next turn to enqueue.
+	ClaimCancelled
+	// ClaimWaiting: an earlier turn of the session is still open; this one
+	// is enqueued again when that one ends.
+	ClaimWaiting
+	// ClaimBusy: another worker holds a live lease on the session.
+	ClaimBusy
+)
+
+// Claim is the result of ClaimTurn.
+type Claim struct {
+	State   ClaimState
+	Fence   Fence
+	Turn    Turn
+	Session Session
+	// Outputs are stored outputs to publish (started, or done on cancel).
+	Outputs []Output
+	// Next is the session's next queued turn, when this claim ended one.
+	Next string
+}
+
+// ClaimTurn takes the session's turn lease for turnID, in arrival order:
+// only the oldest open turn of a session may run, and only while no other
+// worker holds a live lease. A new lease gets a fresh fencing token.
+func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Duration) (Claim, error) {
+	var c Claim
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
+		t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, turnID))
+		if err != nil {
+			return notFound(err, "turn %q", turnID)
+		}
+		var leaseLive bool
+		var token int64
+		if err := tx.QueryRow(ctx, `SELECT lease_owner IS NOT NULL AND lease_expires_at > now(), lease_token
+			FROM planner_sessions WHERE id = $1 FOR UPDATE`, t.Session).Scan(&leaseLive, &token); err != nil {
+			return err
+		}
+		// Re-read under the session lock: cancel and finish take it too.
+		if t, err = scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, turnID)); err != nil {
+			return err
+		}
+		c.Turn = t
+		if t.FinishedAt != nil {
+			c.State = ClaimFinished
+			return nil
+		}
+		var earlier bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1
+			AND position < $2 AND status IN ('queued', 'running'))`, t.Session, t.Position).Scan(&earlier); err != nil {
+			return err
+		}
+		switch {
+		case earlier:
+			c.State = ClaimWaiting
+			return nil
+		case leaseLive:
+			c.State = ClaimBusy
+			return nil
+		case t.CancelRequested && t.Status == TurnQueued:
+			c.State = ClaimCancelled
+			c.Outputs, c.Next, err = finishTurn(ctx, tx, t, TurnCancelled, ReasonCancelled, nil)
+			return err
+		}
+		c.State = ClaimRun
+		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: token + 1, Human: t.Author}
+		if _, err := tx.Exec(ctx, `UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
+			lease_expires_at = now() + $4::interval WHERE id = $1`, t.Session, owner, c.Fence.Token, lease.String()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
+			started_at = COALESCE(started_at, now()) WHERE id = $1`, t.ID); err != nil {
+			return err
+		}
+		if t.StartedAt == nil {
+			c.Outputs, err = appendOutputs(ctx, tx, t.Session, Output{Turn: t.ID, Type: OutputStarted})
+			if err != nil {
+				return err
+			}
+		}
+		c.Turn.Status, c.Turn.Attempts = TurnRunning, t.Attempts+1
+		return nil
+	})
+	if err != nil {
+		return Claim{}, fmt.Errorf("store: claim turn: %w", err)
+	}
+	if c.State == ClaimRun {
+		if c.Session, err = db.SessionByID(ctx, c.Turn.Session); err != nil {
+			return Claim{}, err
+		}
+	}
+	return c, nil
+}
+
+// fenced runs fn in a transaction that holds the session row, if and only
+// if f still holds the lease.
+func (db *DB) fenced(ctx context.Context, f Fence, fn func(pgx.Tx) error) error {
+	return db.Tx(ctx, func(tx pgx.Tx) error {
+		var ok bool
+		err := tx.QueryRow(ctx, `SELECT true FROM planner_sessions WHERE id = $1 AND lease_token = $2
+			AND lease_owner IS NOT NULL FOR UPDATE`, f.Session, f.Token).Scan(&ok)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// RenewLease extends the lease; ErrLeaseLost when another worker took it.
+func (db *DB) RenewLease(ctx context.Context, f Fence, lease time.Duration) error {
+	tag, err := db.pool.Exec(ctx, `UPDATE planner_sessions SET lease_expires_at = now() + $3::interval
+		WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL`, f.Session, f.Token, lease.String())
+	if err != nil {
+		return fmt.Errorf("store: renew lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// HandBack expires the lease at once, so that another worker resumes the
+// turn without waiting for it to run out (used on shutdown).
+func (db *DB) HandBack(ctx context.Context, f Fence) error {
+	_, err := db.pool.Exec(ctx, `UPDATE planner_sessions SET lease_expires_at = now()
+		WHERE id = $1 AND lease_token = $2`, f.Session, f.Token)
+	if err != nil {
+		return fmt.Errorf("store: hand back lease: %w", err)
+	}
+	return nil
+}
+
+// CancelRequested reports whether a cancel of the turn was asked for.
+func (db *DB) CancelRequested(ctx context.Context, turnID string) (bool, error) {
+	var yes bool
+	if err := db.pool.QueryRow(ctx, `SELECT cancel_requested FROM planner_turns WHERE id = $1`, turnID).Scan(&yes); err != nil {
+		return false, fmt.Errorf("store: cancel requested: %w", err)
+	}
+	return yes, nil
+}
+
+// AppendOutputs stores outputs of a running turn.
+func (db *DB) AppendOutputs(ctx context.Context, f Fence, outs ...Output) ([]Output, error) {
+	var stored []Output
+	err := db.fenced(ctx, f, func(tx pgx.Tx) (err error) {
+		stored, err = appendOutputs(ctx, tx, f.Session, outs...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: append outputs: %w", err)
+	}
+	return stored, nil
+}
+
+// AppendMessage stores a message of a running turn (the model's answer, or
+// the tool results), its planner.message event and its outputs: a message
+// output, then one per extra output given (e.g. tool_call). An assistant
+// message counts a round.
+func (db *DB) AppendMessage(ctx context.Context, f Fence, m Message, extra ...Output) (Message, []Output, error) {
+	var outs []Output
+	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
+		var orgID, projectID string
+		if err := tx.QueryRow(ctx, `UPDATE planner_sessions s SET next_seq = next_seq + 1, last_active_at = now(),
+			updated_at = now() FROM projects p WHERE s.id = $1 AND p.id = s.project_id
+			RETURNING s.next_seq - 1, p.organization_id, p.id`, f.Session).Scan(&m.Seq, &orgID, &projectID); err != nil {
+			return err
+		}
+		var author, stop *string
+		if m.Author != "" {
+			author = &m.Author
+		}
+		if m.StopReason != "" {
+			stop = &m.StopReason
+		}
+		m.Turn = f.Turn
+		if err := tx.QueryRow(ctx, `INSERT INTO planner_messages (session_id, seq, role, content, author, stop_reason, usage, turn_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING created_at`, f.Session, m.Seq, m.Role, m.Content,
+			author, stop, m.Usage, f.Turn).Scan(&m.CreatedAt); err != nil {
+			return err
+		}
+		if m.Role == "assistant" {
+			if _, err := tx.Exec(ctx, `UPDATE planner_turns SET rounds = rounds + 1 WHERE id = $1`, f.Turn); err != nil {
+				return err
+			}
+		}
+		if _, err := AppendEvent(ctx, tx, Event{OrganizationID: orgID, ProjectID: projectID, Type: "planner.message",
+			EntityType: "planner_session", EntityID: f.Session, Actor: PlannerActor(f.Session, f.Human),
+			Payload: MustJSON(map[string]any{"seq": m.Seq, "role": m.Role, "turn": f.Turn})}); err != nil {
+			return err
+		}
+		all := append([]Output{{Turn: f.Turn, Type: OutputMessage, Seq: m.Seq}}, extra...)
+		var err error
+		outs, err = appendOutputs(ctx, tx, f.Session, all...)
+		return err
+	})
+	if err != nil {
+		return Message{}, nil, fmt.Errorf("store: append message: %w", err)
+	}
+	return m, outs, nil
+}
+
+// ToolCall is the record that keeps a tool call from running twice.
+type ToolCall struct {
+	ToolUseID string
+	Name      string
+	Input     json.RawMessage
+	Done      bool
+	Result    string
+	IsError   bool
+}
+
+// ClaimToolCall records that the tool call is about to run. fresh is false
+// when it was claimed before (a resumed turn): the caller must not run it
+// again, and uses the stored result when Done.
+func (db *DB) ClaimToolCall(ctx context.Context, f Fence, toolUseID, name string, input json.RawMessage) (ToolCall, bool, error) {
+	tc := ToolCall{ToolUseID: toolUseID, Name: name, Input: input}
+	fresh := false
+	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, f.Session, toolUseID, f.Turn, name, input)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			fresh = true
+			return nil
+		}
+		var result *string
+		if err := tx.QueryRow(ctx, `SELECT status = 'done', result, is_error FROM planner_tool_calls
+			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, toolUseID).Scan(&tc.Done, &result, &tc.IsError); err != nil {
+			return err
+		}
+		if result != nil {
+			tc.Result = *result
+		}
+		return nil
+	})
+	if err != nil {
+		return ToolCall{}, false, fmt.Errorf("store: claim tool call: %w", err)
+	}
+	return tc, fresh, nil
+}
+
+// CompleteToolCall stores a tool call's result and its tool_result output.
+func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) ([]Output, error) {
+	var outs []Output
+	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE planner_tool_calls SET status = 'done', result = $3, is_error = $4,
+			finished_at = now() WHERE session_id = $1 AND tool_use_id = $2`, f.Session, tc.ToolUseID, tc.Result, tc.IsError); err != nil {
+			return err
+		}
+		var err error
+		outs, err = appendOutputs(ctx, tx, f.Session, Output{Turn: f.Turn, Type: OutputToolResult, Tool: tc.Name,
+			ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: tc.IsError})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: complete tool call: %w", err)
+	}
+	return outs, nil
+}

@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TurnRef names a turn and, for a stale lease, the token that expired.
+type TurnRef struct {
+	Session string
+	Turn    string
+	Token   int64
+	// Enqueued is when the turn's task was last put in the queue, if ever.
+	Enqueued *time.Time
+}
+
+// StaleLeases lists running turns whose worker stopped renewing its lease:
+// they must be resumed elsewhere.
+func (db *DB) StaleLeases(ctx context.Context, limit int) ([]TurnRef, error) {
+	rows, err := db.pool.Query(ctx, `
+		SELECT s.id, t.id, s.lease_token, t.enqueued_at FROM planner_sessions s
+		JOIN planner_turns t ON t.session_id = s.id AND t.status = 'running'
+		WHERE s.lease_owner IS NOT NULL AND s.lease_expires_at < now()
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: stale leases: %w", err)
+	}
+	return collectRefs(rows)
+}
+
+// QueuedHeads lists queued turns that are next in their session and either
+// were never enqueued (older than grace) or were enqueued before
+// enqueuedBefore: the queue may have lost them.
+func (db *DB) QueuedHeads(ctx context.Context, grace time.Duration, enqueuedBefore time.Time, limit int) ([]TurnRef, error) {
+	rows, err := db.pool.Query(ctx, `
+		SELECT t.session_id, t.id, 0, t.enqueued_at FROM planner_turns t
+		WHERE t.status = 'queued'
+		  AND ((t.enqueued_at IS NULL AND t.created_at < now() - $1::interval) OR t.enqueued_at < $2)
+		  AND NOT EXISTS (SELECT 1 FROM planner_turns e WHERE e.session_id = t.session_id
+		                  AND e.position < t.position AND e.status IN ('queued', 'running'))
+		ORDER BY t.created_at LIMIT $3`, grace.String(), enqueuedBefore, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: queued heads: %w", err)
+	}
+	return collectRefs(rows)
+}
+
+func collectRefs(rows pgx.Rows) ([]TurnRef, error) {
+	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TurnRef, error) {
+		var t TurnRef
+		err := r.Scan(&t.Session, &t.Turn, &t.Token, &t.Enqueued)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: collect turns: %w", err)
+	}
+	return refs, nil
+}
+
+// History is what the model sees of a session for one turn: the stored
+// summary of the turns before SummaryTurn, then every message of the turns
+// from SummaryTurn up to the running one, in conversation order (by turn,
+// then seq: a message sent while a turn ran has a lower seq than that turn's
+// later answers, but comes after them).
+type History struct {
+	Summary     string
+	UpTo        int64
+	SummaryTurn int64
+	Messages    []Message
+}
+
+// LoadHistory reads what the turn at position sees.
+func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64) (History, error) {
+	var h History
+	var summary *string
+	var upTo, summaryTurn *int64
+	if err := db.pool.QueryRow(ctx, `SELECT summary, summary_up_to, summary_turn FROM planner_sessions WHERE id = $1`,
+		sessionID).Scan(&summary, &upTo, &summaryTurn); err != nil {
+		return History{}, fmt.Errorf("store: history: %w", notFound(err, "session %q", sessionID))
+	}
+	if summary != nil {
+		h.Summary, h.UpTo, h.SummaryTurn = *summary, *upTo, *summaryTurn
+	}
+	rows, err := db.pool.Query(ctx, `
+		SELECT m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,
+		       m.turn_id::text, m.created_at
+		FROM planner_messages m JOIN planner_turns t ON t.id = m.turn_id
+		WHERE m.session_id = $1 AND t.position >= $2 AND t.position <= $3
+		ORDER BY t.position, m.seq`, sessionID, h.SummaryTurn, position)
+	if err != nil {
+		return History{}, fmt.Errorf("store: history: %w", err)
+	}
+	h.Messages, err = pgx.CollectRows(rows, scanMessage)
+	if err != nil {
+		return History{}, fmt.Errorf("store: history: %w", err)
+	}
+	return h, nil
+}
+
+// SaveCompaction stores on the session a summary of every turn before
+// position beforeTurn (whose messages end at seq upTo), with its
+// planner.compacted event and compacted output.
+func (db *DB) SaveCompaction(ctx context.Context, f Fence, summary string, upTo, beforeTurn, estimatedTokens int64) ([]Output, error) {
+	var outs []Output
+	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
+		var orgID, projectID string
+		if err := tx.QueryRow(ctx, `UPDATE planner_sessions s SET summary = $2, summary_up_to = $3, summary_turn = $4,
+			summary_tokens = $5, updated_at = now() FROM projects p WHERE s.id = $1 AND p.id = s.project_id
+			RETURNING p.organization_id, p.id`, f.Session, summary, upTo, beforeTurn, estimatedTokens).Scan(&orgID, &projectID); err != nil {
+			return err
+		}
+		if _, err := AppendEvent(ctx, tx, Event{OrganizationID: orgID, ProjectID: projectID, Type: "planner.compacted",
+			EntityType: "planner_session", EntityID: f.Session, Actor: PlannerActor(f.Session, f.Human),
+			Payload: MustJSON(map[string]any{"up_to": upTo, "estimated_tokens": estimatedTokens})}); err != nil {
+			return err
+		}
+		var err error
+		outs, err = appendOutputs(ctx, tx, f.Session, Output{Turn: f.Turn, Type: OutputCompacted, Seq: upTo})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: save compaction: %w", err)
+	}
+	return outs, nil
+}

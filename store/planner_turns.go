@@ -1,0 +1,265 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Turn statuses.
+const (
+	TurnQueued    = "queued"
+	TurnRunning   = "running"
+	TurnDone      = "done"
+	TurnCancelled = "cancelled"
+	TurnFailed    = "failed"
+)
+
+// Output types of SPEC §8; all but OutputText are stored with a cursor.
+const (
+	OutputQueued     = "queued"
+	OutputStarted    = "started"
+	OutputText       = "text"
+	OutputToolCall   = "tool_call"
+	OutputToolResult = "tool_result"
+	OutputMessage    = "message"
+	OutputCompacted  = "compacted"
+	OutputError      = "error"
+	OutputDone       = "done"
+)
+
+// Reasons a turn ends with, beside the model's own stop reasons.
+const (
+	ReasonEndTurn   = "end_turn"
+	ReasonMaxRounds = "max_rounds"
+	ReasonCancelled = "cancelled"
+	ReasonError     = "error"
+)
+
+// CodeExhausted is a refusal because a limit is full (HTTP 429).
+const CodeExhausted Code = "resource_exhausted"
+
+// Output is one planner.output (SPEC §8): what a turn tells its watchers.
+type Output struct {
+	Session   string          `json:"session"`
+	Turn      string          `json:"turn"`
+	Cursor    int64           `json:"cursor,omitempty"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	Tool      string          `json:"tool,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Seq       int64           `json:"seq,omitempty"`
+	Position  *int64          `json:"position,omitempty"`
+}
+
+// Turn is one human message's run through the planner.
+type Turn struct {
+	ID              string     `json:"id"`
+	Session         string     `json:"session"`
+	ProjectID       string     `json:"-"`
+	Position        int64      `json:"position"`
+	MessageSeq      int64      `json:"message_seq"`
+	Author          string     `json:"author"`
+	Status          string     `json:"status"`
+	CancelRequested bool       `json:"cancel_requested"`
+	DoneReason      string     `json:"done_reason,omitempty"`
+	Rounds          int        `json:"rounds"`
+	Attempts        int        `json:"attempts"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+}
+
+const turnColumns = `id, session_id, project_id, position, message_seq, author, status, cancel_requested,
+	COALESCE(done_reason, ''), rounds, attempts, created_at, started_at, finished_at`
+
+func scanTurn(row pgx.Row) (Turn, error) {
+	var t Turn
+	err := row.Scan(&t.ID, &t.Session, &t.ProjectID, &t.Position, &t.MessageSeq, &t.Author, &t.Status,
+		&t.CancelRequested, &t.DoneReason, &t.Rounds, &t.Attempts, &t.CreatedAt, &t.StartedAt, &t.FinishedAt)
+	return t, err
+}
+
+// TurnByID loads a turn without checking permissions.
+func (db *DB) TurnByID(ctx context.Context, id string) (Turn, error) {
+	if !looksLikeUUID(id) {
+		return Turn{}, Errorf(CodeNotFound, "turn %q not found", id)
+	}
+	t, err := scanTurn(db.pool.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, id))
+	if err != nil {
+		return Turn{}, fmt.Errorf("store: turn: %w", notFound(err, "turn %q", id))
+	}
+	return t, nil
+}
+
+// QueueLimits cap queued turns; a send beyond them is refused.
+type QueueLimits struct {
+	Total      int
+	PerProject int
+}
+
+// SendResult is what a send tells its caller.
+type SendResult struct {
+	Seq      int64  `json:"seq"`
+	Turn     string `json:"turn"`
+	Position int64  `json:"position"`
+	// Queued is the stored queued output, to publish after commit.
+	Queued Output `json:"-"`
+	// Head is true when no turn of the session is ahead: enqueue it now.
+	Head bool `json:"-"`
+	// Existing is true when turnID named a turn already sent.
+	Existing bool `json:"-"`
+}
+
+// MaxMessageRunes bounds a human message (SPEC §8).
+const MaxMessageRunes = 100000
+
+// SendMessage stores a human message and its turn in one transaction
+// (tracker.write; humans only). A turnID already sent to this session
+// returns that turn again, so a retried send is not a second turn. Position
+// is the number of the session's turns ahead of it.
+func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, turnID string, lim QueueLimits) (SendResult, error) {
+	if caller.Actor.Kind != ActorHuman {
+		return SendResult{}, Errorf(CodeForbidden, "only a human may send planner messages")
+	}
+	if strings.TrimSpace(text) == "" {
+		return SendResult{}, Errorf(CodeInvalid, "text: must not be blank")
+	}
+	if n := utf8.RuneCountInString(text); n > MaxMessageRunes {
+		return SendResult{}, Errorf(CodeInvalid, "text: at most %d characters, got %d", MaxMessageRunes, n)
+	}
+	if turnID == "" {
+		turnID = uuid.NewString()
+	} else if _, err := uuid.Parse(turnID); err != nil || !looksLikeUUID(turnID) {
+		return SendResult{}, Errorf(CodeInvalid, "turn: must be a UUID, got %q", turnID)
+	}
+	turnID = strings.ToLower(turnID)
+	s, err := db.authorizedSession(ctx, caller, sessionID, PermTrackerWrite)
+	if err != nil {
+		return SendResult{}, err
+	}
+	var res SendResult
+	err = db.Tx(ctx, func(tx pgx.Tx) error {
+		var nextSeq, nextTurn int64
+		if err := tx.QueryRow(ctx, `SELECT next_seq, next_turn FROM planner_sessions WHERE id = $1 FOR UPDATE`,
+			s.ID).Scan(&nextSeq, &nextTurn); err != nil {
+			return err
+		}
+		if prev, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, turnID)); err == nil {
+			if prev.Session != s.ID {
+				return Errorf(CodeConflict, "turn %s belongs to another session", turnID)
+			}
+			res = SendResult{Seq: prev.MessageSeq, Turn: prev.ID, Existing: true}
+			return tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE session_id = $1
+				AND position < $2 AND status IN ('queued', 'running')`, s.ID, prev.Position).Scan(&res.Position)
+		} else if err != pgx.ErrNoRows {
+			return err
+		}
+		var inProject, total int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE project_id = $1 AND status = 'queued'`,
+			s.ProjectID).Scan(&inProject); err != nil {
+			return err
+		}
+		if lim.PerProject > 0 && inProject >= lim.PerProject {
+			return Errorf(CodeExhausted, "project %s already has %d queued planner turns (worker.max_queued_turns_per_project); wait for some to finish", s.Project, inProject)
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE status = 'queued'`).Scan(&total); err != nil {
+			return err
+		}
+		if lim.Total > 0 && total >= lim.Total {
+			return Errorf(CodeExhausted, "the planner queue is full (%d queued turns, worker.max_queued_turns); try again shortly", total)
+		}
+		var ahead int64
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE session_id = $1
+			AND status IN ('queued', 'running')`, s.ID).Scan(&ahead); err != nil {
+			return err
+		}
+		author := caller.Principal.Subject
+		content := []Block{{Type: BlockText, Text: text}}
+		if _, err := tx.Exec(ctx, `INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author)
+			VALUES ($1, $2, $3, $4, $5, $6)`, turnID, s.ID, s.ProjectID, nextTurn, nextSeq, author); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
+			VALUES ($1, $2, 'user', $3, $4, $5)`, s.ID, nextSeq, content, author, turnID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE planner_sessions SET next_seq = next_seq + 1, next_turn = next_turn + 1,
+			last_active_at = now(), updated_at = now() WHERE id = $1`, s.ID); err != nil {
+			return err
+		}
+		if _, err := AppendEvent(ctx, tx, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,
+			Type: "planner.message", EntityType: "planner_session", EntityID: s.ID, Actor: caller.Actor,
+			Payload: MustJSON(map[string]any{"seq": nextSeq, "role": "user", "turn": turnID})}); err != nil {
+			return err
+		}
+		pos := ahead
+		outs, err := appendOutputs(ctx, tx, s.ID, Output{Turn: turnID, Type: OutputQueued, Position: &pos})
+		if err != nil {
+			return err
+		}
+		res = SendResult{Seq: nextSeq, Turn: turnID, Position: ahead, Queued: outs[0], Head: ahead == 0}
+		return nil
+	})
+	if err != nil {
+		return SendResult{}, fmt.Errorf("store: send message: %w", err)
+	}
+	return res, nil
+}
+
+// appendOutputs stores outputs with the session's next cursors. The caller's
+// transaction must hold (or will take) the session row lock.
+func appendOutputs(ctx context.Context, tx pgx.Tx, sessionID string, outs ...Output) ([]Output, error) {
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	var first int64
+	if err := tx.QueryRow(ctx, `UPDATE planner_sessions SET next_cursor = next_cursor + $2
+		WHERE id = $1 RETURNING next_cursor - $2`, sessionID, len(outs)).Scan(&first); err != nil {
+		return nil, fmt.Errorf("append outputs: %w", err)
+	}
+	batch := &pgx.Batch{}
+	for i := range outs {
+		outs[i].Session = sessionID
+		outs[i].Cursor = first + int64(i)
+		batch.Queue(`INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data) VALUES ($1, $2, $3, $4, $5)`,
+			sessionID, outs[i].Cursor, outs[i].Turn, outs[i].Type, outs[i])
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("append outputs: %w", err)
+	}
+	return outs, nil
+}
+
+// ListOutputs returns up to limit stored outputs after fromCursor (tracker.read).
+func (db *DB) ListOutputs(ctx context.Context, caller Caller, sessionID string, fromCursor int64, limit int) ([]Output, error) {
+	if _, err := db.authorizedSession(ctx, caller, sessionID, PermTrackerRead); err != nil {
+		return nil, err
+	}
+	return db.Outputs(ctx, sessionID, fromCursor, limit)
+}
+
+// Outputs returns up to limit stored outputs after fromCursor, unchecked.
+func (db *DB) Outputs(ctx context.Context, sessionID string, fromCursor int64, limit int) ([]Output, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := db.pool.Query(ctx, `SELECT data FROM planner_outputs WHERE session_id = $1 AND cursor > $2
+		ORDER BY cursor LIMIT $3`, sessionID, fromCursor, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: outputs: %w", err)
+	}
+	outs, err := pgx.CollectRows(rows, pgx.RowTo[Output])
+	if err != nil {
+		return nil, fmt.Errorf("store: outputs: %w", err)
+	}
+	return outs, nil
+}

@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Usage is one metered model call made through the LLM gateway.
+type Usage struct {
+	// RequestID is unique per call; inserting the same id twice is a no-op.
+	RequestID      string `json:"request_id"`
+	OrganizationID string `json:"organization_id"`
+	// ProjectID is empty for a call made for the organization as a whole.
+	ProjectID string `json:"project_id,omitempty"`
+	// SessionID is the planner session of the call, or empty.
+	SessionID string `json:"session_id,omitempty"`
+	// Caller is the token's subject, e.g. planner:<session>.
+	Caller    string `json:"caller"`
+	ActingFor string `json:"acting_for,omitempty"`
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	// Status is the HTTP status the caller saw (499 when it went away).
+	Status           int   `json:"status"`
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// Estimated is set when the upstream reported no usage and the gateway
+	// estimated it at about four characters per token.
+	Estimated  bool      `json:"estimated"`
+	DurationMS int       `json:"duration_ms"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// InsertUsage writes a batch of usage rows in one statement and returns how
+// many were new. Rows whose request_id is already stored are skipped, and so
+// are rows of an organization or project deleted since the call: a batch
+// never fails because of one stale row.
+func (db *DB) InsertUsage(ctx context.Context, rows []Usage) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n := len(rows)
+	var (
+		reqIDs, orgs, projects, sessions = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		callers, actingFor, providers    = make([]string, n), make([]string, n), make([]string, n)
+		models                           = make([]string, n)
+		statuses, durations              = make([]int32, n), make([]int32, n)
+		in, out, cr, cw                  = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		estimated                        = make([]bool, n)
+		created                          = make([]time.Time, n)
+	)
+	now := time.Now()
+	for i, r := range rows {
+		reqIDs[i], orgs[i], projects[i], sessions[i] = r.RequestID, r.OrganizationID, r.ProjectID, r.SessionID
+		callers[i], actingFor[i], providers[i], models[i] = r.Caller, r.ActingFor, r.Provider, r.Model
+		statuses[i], durations[i] = int32(r.Status), int32(r.DurationMS)
+		in[i], out[i], cr[i], cw[i] = r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens
+		estimated[i] = r.Estimated
+		created[i] = r.CreatedAt
+		if created[i].IsZero() {
+			created[i] = now
+		}
+	}
+	tag, err := db.pool.Exec(ctx, `
+INSERT INTO usage (request_id, organization_id, project_id, session_id, caller, acting_for,
+                   provider, model, status, input_tokens, output_tokens, cache_read_tokens,
+                   cache_write_tokens, estimated, duration_ms, created_at)
+SELECT u.request_id, u.org::uuid, NULLIF(u.project, '')::uuid, NULLIF(u.session, '')::uuid,
+       u.caller, NULLIF(u.acting_for, ''), u.provider, u.model, u.status,
+       GREATEST(u.input, 0), GREATEST(u.output, 0), GREATEST(u.cache_read, 0), GREATEST(u.cache_write, 0),
+       u.estimated, u.duration, u.created
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+            $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+            $14::bool[], $15::int[], $16::timestamptz[])
+     AS u(request_id, org, project, session, caller, acting_for, provider, model, status,
+          input, output, cache_read, cache_write, estimated, duration, created)
+WHERE EXISTS (SELECT 1 FROM organizations o WHERE o.id = u.org::uuid)
+  AND (u.project = '' OR EXISTS (SELECT 1 FROM projects p WHERE p.id = NULLIF(u.project, '')::uuid))
+ON CONFLICT (request_id) DO NOTHING`,
+		reqIDs, orgs, projects, sessions, callers, actingFor, providers, models, statuses,
+		in, out, cr, cw, estimated, durations, created)
+	if err != nil {
+		return 0, fmt.Errorf("store: insert usage: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// UsageGroup is how a usage report is grouped.
+type UsageGroup string
+
+// The groupings of GET /api/v1/projects/{project}/usage?group_by=.
+const (
+	UsageByModel   UsageGroup = "model"
+	UsageBySession UsageGroup = "session" // by caller: planner calls appear as planner:<session>
+	UsageByDay     UsageGroup = "day"     // UTC days, keyed YYYY-MM-DD
+)
+
+// Valid reports whether g is a known grouping.
+func (g UsageGroup) Valid() bool {
+	return g == UsageByModel || g == UsageBySession || g == UsageByDay
+}
+
+// UsageTotal is one group of a usage report.
+type UsageTotal struct {
+	// Key is the model, the caller (planner:<session>) or the UTC day.
+	Key              string `json:"key"`
+	Requests         int64  `json:"requests"`
+	InputTokens      int64  `json:"input_tokens"`
+	OutputTokens     int64  `json:"output_tokens"`
+	CacheReadTokens  int64  `json:"cache_read_tokens"`
+	CacheWriteTokens int64  `json:"cache_write_tokens"`
+	// Estimated counts the requests whose usage was estimated.
+	Estimated int64 `json:"estimated"`
+}
+
+// UsageReport sums a project's usage since a time, grouped by model, caller
+// or UTC day, in key order.
+func (db *DB) UsageReport(ctx context.Context, projectID string, group UsageGroup, since time.Time) ([]UsageTotal, error) {
+	var key string
+	switch group {
+	case UsageByModel:
+		key = "model"
+	case UsageBySession:
+		key = "caller"
+	case UsageByDay:
+		key = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	default:
+		return nil, Errorf(CodeInvalid, "group_by must be model, session or day, got %q", group)
+	}
+	rows, err := db.pool.Query(ctx, `
+SELECT `+key+` AS k, count(*), COALESCE(sum(input_tokens), 0)::bigint, COALESCE(sum(output_tokens), 0)::bigint,
+       COALESCE(sum(cache_read_tokens), 0)::bigint, COALESCE(sum(cache_write_tokens), 0)::bigint,
+       count(*) FILTER (WHERE estimated)
+FROM usage
+WHERE project_id = $1 AND created_at >= $2
+GROUP BY k
+ORDER BY k`, projectID, since)
+	if err != nil {
+		return nil, fmt.Errorf("store: usage report: %w", err)
+	}
+	defer rows.Close()
+	out := []UsageTotal{}
+	for rows.Next() {
+		var t UsageTotal
+		if err := rows.Scan(&t.Key, &t.Requests, &t.InputTokens, &t.OutputTokens,
+			&t.CacheReadTokens, &t.CacheWriteTokens, &t.Estimated); err != nil {
+			return nil, fmt.Errorf("store: usage report: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: usage report: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,71 @@
+package tasks
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// Planner is the api's side of turns: send and cancel. It commits to
+// Postgres first, then publishes and enqueues; a failed enqueue is logged
+// and left to the workers' sweeper, never lost.
+type Planner struct {
+	db     *store.DB
+	queue  *Queue
+	pub    *Publisher
+	limits store.QueueLimits
+	log    *slog.Logger
+}
+
+// NewPlanner builds a Planner.
+func NewPlanner(db *store.DB, queue *Queue, pub *Publisher, limits store.QueueLimits, log *slog.Logger) *Planner {
+	return &Planner{db: db, queue: queue, pub: pub, limits: limits, log: log}
+}
+
+// Send stores a human message with its turn, publishes the queued output
+// and enqueues the turn when nothing of the session is ahead of it.
+func (p *Planner) Send(ctx context.Context, caller store.Caller, session, text, turnID string) (store.SendResult, error) {
+	res, err := p.db.SendMessage(ctx, caller, session, text, turnID, p.limits)
+	if err != nil || res.Existing {
+		return res, err
+	}
+	p.pub.Publish(ctx, res.Queued)
+	if res.Head {
+		p.EnqueueTurn(ctx, session, res.Turn)
+	}
+	return res, nil
+}
+
+// EnqueueTurn puts a turn's task in the queue (task id = turn id) and
+// records it. A failure is logged: the sweeper enqueues it later.
+func (p *Planner) EnqueueTurn(ctx context.Context, session, turn string) {
+	if err := p.queue.Enqueue(ctx, session, turn, turn); err != nil {
+		p.log.WarnContext(ctx, "enqueue turn; the sweeper will retry", slog.String("session", session),
+			slog.String("turn", turn), slog.Any("error", err))
+		return
+	}
+	if err := p.db.MarkEnqueued(ctx, turn); err != nil {
+		p.log.WarnContext(ctx, "mark turn enqueued", slog.String("turn", turn), slog.Any("error", err))
+	}
+}
+
+// Cancel cancels one turn of a session, or all of its open turns: queued
+// ones end at once; running ones are flagged and their workers nudged.
+func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn string) (store.CancelResult, error) {
+	res, err := p.db.CancelTurns(ctx, caller, session, turn)
+	if err != nil {
+		return res, err
+	}
+	p.pub.Publish(ctx, res.Outputs...)
+	for _, id := range res.Dequeued {
+		if err := p.queue.Delete(id); err != nil {
+			p.log.WarnContext(ctx, "delete cancelled task", slog.String("turn", id), slog.Any("error", err))
+		}
+	}
+	p.pub.NudgeCancel(ctx, res.Running...)
+	if res.Next != "" {
+		p.EnqueueTurn(ctx, session, res.Next)
+	}
+	return res, nil
+}

@@ -1,0 +1,137 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// TypeTurn is the asynq task type of a planner turn.
+const TypeTurn = "planner:turn"
+
+// QueuePlanner is the queue planner turns run on, before the namespace.
+const QueuePlanner = "planner"
+
+// TurnPayload is the payload of a turn task.
+type TurnPayload struct {
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+}
+
+// Names derives queue and channel names from the Redis namespace, so that
+// deployments and tests sharing one Redis never meet.
+type Names struct{ Namespace string }
+
+// Queue is the planner queue's name.
+func (n Names) Queue() string { return n.Namespace + QueuePlanner }
+
+// SessionChannel carries a session's planner outputs.
+func (n Names) SessionChannel(session string) string {
+	return n.Namespace + "ballet:planner:session:" + session
+}
+
+// CancelChannel carries cancel nudges for running turns (turn ids).
+func (n Names) CancelChannel() string { return n.Namespace + "ballet:planner:cancel" }
+
+// Queue enqueues turn tasks and removes queued ones, over the process's one
+// go-redis client.
+type Queue struct {
+	names     Names
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	timeout   time.Duration
+}
+
+// NewQueue builds a Queue; timeout is each turn task's asynq timeout.
+func NewQueue(rdb redis.UniversalClient, names Names, timeout time.Duration) *Queue {
+	return &Queue{names: names, client: asynq.NewClientFromRedisClient(rdb),
+		inspector: asynq.NewInspectorFromRedisClient(rdb), timeout: timeout}
+}
+
+// Names returns the queue's naming.
+func (q *Queue) Names() Names { return q.names }
+
+// Inspector is the asynq inspector on the same client.
+func (q *Queue) Inspector() *asynq.Inspector { return q.inspector }
+
+// Enqueue puts a turn task in the planner queue under taskID (the turn id,
+// or a resume id). A task already there under that id is not an error.
+func (q *Queue) Enqueue(ctx context.Context, session, turn, taskID string) error {
+	payload, _ := json.Marshal(TurnPayload{Session: session, Turn: turn})
+	task := asynq.NewTask(TypeTurn, payload, asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
+		asynq.Timeout(q.timeout), asynq.MaxRetry(50))
+	_, err := q.client.EnqueueContext(ctx, task)
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("tasks: enqueue turn %s: %w", turn, err)
+	}
+	return nil
+}
+
+// Exists reports whether a task with the id is in the planner queue in any state.
+func (q *Queue) Exists(taskID string) (bool, error) {
+	_, err := q.inspector.GetTaskInfo(q.names.Queue(), taskID)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("tasks: look up task %s: %w", taskID, err)
+}
+
+// Delete removes a queued task; an active or missing one is left alone.
+func (q *Queue) Delete(taskID string) error {
+	err := q.inspector.DeleteTask(q.names.Queue(), taskID)
+	if err != nil && !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+		return fmt.Errorf("tasks: delete task %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// Close releases the asynq client and inspector (not the shared Redis client).
+func (q *Queue) Close() {
+	_ = q.client.Close()
+}
+
+// Publisher sends stored outputs (after commit) and text deltas to a
+// session's watchers, and cancel nudges to workers.
+type Publisher struct {
+	rdb   redis.UniversalClient
+	names Names
+	log   *slog.Logger
+}
+
+// NewPublisher builds a Publisher.
+func NewPublisher(rdb redis.UniversalClient, names Names, log *slog.Logger) *Publisher {
+	return &Publisher{rdb: rdb, names: names, log: log}
+}
+
+// Publish sends outputs in order. Pub/sub is at-most-once: a watcher that
+// misses one replays it from Postgres by cursor, so a failure is logged, not
+// returned.
+func (p *Publisher) Publish(ctx context.Context, outs ...store.Output) {
+	for _, o := range outs {
+		b, _ := json.Marshal(o)
+		if err := p.rdb.Publish(ctx, p.names.SessionChannel(o.Session), b).Err(); err != nil {
+			p.log.WarnContext(ctx, "publish output", slog.String("session", o.Session),
+				slog.String("turn", o.Turn), slog.String("type", o.Type), slog.Any("error", err))
+		}
+	}
+}
+
+// NudgeCancel tells every worker that the turns should stop now.
+func (p *Publisher) NudgeCancel(ctx context.Context, turns ...string) {
+	for _, t := range turns {
+		if err := p.rdb.Publish(ctx, p.names.CancelChannel(), t).Err(); err != nil {
+			p.log.WarnContext(ctx, "cancel nudge", slog.String("turn", t), slog.Any("error", err))
+		}
+	}
+}

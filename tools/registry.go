@@ -1,0 +1,196 @@
+// Package tools is the planner's hands: each tool has a name, a description
+// written for the model, a JSON Schema, a permission and a call. Input is
+// decoded strictly and validated against the very schema the model is
+// given; every call acts as the human the planner works for, through the
+// same store functions as REST.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// Env is who and where a call acts: the human's principal with the planner
+// as actor, the project and organization, and the session.
+type Env struct {
+	DB      *store.DB
+	Caller  store.Caller
+	Project store.Project
+	Session string
+}
+
+// Definition is a tool as the model sees it.
+type Definition struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Result is a tool call's answer: JSON text, or an error the model can act on.
+type Result struct {
+	Text    string
+	IsError bool
+}
+
+// Tool is one tool: its definition, the permission it needs, and its call,
+// which receives the validated input.
+type Tool struct {
+	Definition
+	Permission store.Permission
+	Call       func(ctx context.Context, env Env, input json.RawMessage) (any, error)
+
+	schema *jsonschema.Schema
+}
+
+// Registry holds the tools by name.
+type Registry struct {
+	tools map[string]*Tool
+	order []string
+	log   *slog.Logger
+}
+
+// NewRegistry compiles every tool's schema; a bad schema is a programming
+// error reported here rather than at call time.
+func NewRegistry(log *slog.Logger, ts ...Tool) (*Registry, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Registry{tools: map[string]*Tool{}, log: log}
+	c := jsonschema.NewCompiler()
+	for i := range ts {
+		t := ts[i]
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(t.InputSchema))
+		if err != nil {
+			return nil, fmt.Errorf("tools: %s: schema: %w", t.Name, err)
+		}
+		loc := "mem://tools/" + t.Name + ".json"
+		if err := c.AddResource(loc, doc); err != nil {
+			return nil, fmt.Errorf("tools: %s: schema: %w", t.Name, err)
+		}
+		if t.schema, err = c.Compile(loc); err != nil {
+			return nil, fmt.Errorf("tools: %s: schema: %w", t.Name, err)
+		}
+		r.tools[t.Name] = &t
+		r.order = append(r.order, t.Name)
+	}
+	sort.Strings(r.order)
+	return r, nil
+}
+
+// Definitions lists the tools for the model, by name.
+func (r *Registry) Definitions() []Definition {
+	out := make([]Definition, 0, len(r.order))
+	for _, n := range r.order {
+		out = append(out, r.tools[n].Definition)
+	}
+	return out
+}
+
+// Call runs one tool call as env's human. It never panics and never returns
+// a Go error: every failure is an error result the model can act on.
+func (r *Registry) Call(ctx context.Context, env Env, name string, input json.RawMessage) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.ErrorContext(ctx, "tool panicked", slog.String("tool", name), slog.Any("panic", p))
+			res = errorResult("internal error in %s; the call did not complete", name)
+		}
+	}()
+	t, ok := r.tools[name]
+	if !ok {
+		return errorResult("unknown tool %q; the tools are: %s", name, strings.Join(r.order, ", "))
+	}
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
+	if err != nil {
+		return errorResult("invalid input: not a JSON object: %v", err)
+	}
+	if err := t.schema.Validate(doc); err != nil {
+		return errorResult("invalid input: %s", describeSchemaError(err))
+	}
+	out, err := t.Call(ctx, env, input)
+	if err != nil {
+		return r.failure(ctx, env, t, err)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return r.failure(ctx, env, t, err)
+	}
+	return Result{Text: string(b)}
+}
+
+// failure turns an error into a result the model can act on.
+func (r *Registry) failure(ctx context.Context, env Env, t *Tool, err error) Result {
+	var se *store.Error
+	if !errors.As(err, &se) {
+		r.log.ErrorContext(ctx, "tool failed", slog.String("tool", t.Name), slog.String("session", env.Session), slog.Any("error", err))
+		return errorResult("internal error in %s; the call did not complete and may be retried later", t.Name)
+	}
+	switch se.Code {
+	case store.CodeForbidden:
+		return errorResult("forbidden: the human you act for (%s) may not do this: %s", env.Caller.Principal.Subject, se.Message)
+	case store.CodeNotFound:
+		return errorResult("not found: %s", se.Message)
+	case store.CodeInvalid:
+		return errorResult("invalid: %s", se.Message)
+	case store.CodeConflict, store.CodeAlreadyExists:
+		msg := "conflict: " + se.Message
+		if v, ok := se.Details["current_version"]; ok && !strings.Contains(se.Message, "current") {
+			msg += fmt.Sprintf(" (current version %v)", v)
+		}
+		return errorResult("%s", msg)
+	}
+	return errorResult("%s: %s", se.Code, se.Message)
+}
+
+func errorResult(format string, args ...any) Result {
+	b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf(format, args...)})
+	return Result{Text: string(b), IsError: true}
+}
+
+var printer = message.NewPrinter(language.English)
+
+// describeSchemaError names the field and why, in one line.
+func describeSchemaError(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var parts []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			loc := "/" + strings.Join(e.InstanceLocation, "/")
+			parts = append(parts, fmt.Sprintf("at %s: %s", loc, e.ErrorKind.LocalizedString(printer)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(parts, "; ")
+}
+
+// Decode reads validated input into v strictly (unknown fields refused).
+func Decode(input json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return store.Errorf(store.CodeInvalid, "%v", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/store"
+)
+
+// charsPerToken is the rough estimate used for text the model has not
+// counted yet.
+const charsPerToken = 4
+
+// estimate is the context size of the next model call: the last answer's
+// reported usage, which covers everything up to it, plus ~4 characters per
+// token of what came after; without usage, everything by characters.
+func estimate(system string, h store.History) int64 {
+	last := -1
+	for i, m := range h.Messages {
+		if m.Role == "assistant" && m.Usage.InputTokens+m.Usage.OutputTokens > 0 {
+			last = i
+		}
+	}
+	var tokens int64
+	chars := 0
+	rest := h.Messages
+	if last >= 0 {
+		u := h.Messages[last].Usage
+		tokens = u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+		rest = h.Messages[last+1:]
+	} else {
+		chars = len(system) + len(h.Summary)
+	}
+	for _, m := range rest {
+		chars += messageChars(m)
+	}
+	return tokens + int64(chars/charsPerToken)
+}
+
+func messageChars(m store.Message) int {
+	n := 0
+	for _, b := range m.Content {
+		n += len(b.Text) + len(b.Name) + len(b.Input)
+	}
+	return n
+}
+
+// shouldCompact: compaction is on, the estimate is over the threshold, it
+// was not tried in this turn yet, and there is something before the current
+// turn to summarize — so a turn that alone is over the threshold never loops.
+func (r *run) shouldCompact(h store.History) bool {
+	at := r.w.planner.CompactAtTokens
+	if at <= 0 || r.compactedOnce {
+		return false
+	}
+	if len(h.Messages) == 0 || h.Messages[0].Turn == r.fence.Turn {
+		return false // nothing before the current turn
+	}
+	return estimate(r.system, h) > int64(at)
+}
+
+// compact summarizes everything before the current turn (the earlier
+// summary included), stores the summary on the session and reloads the
+// history. A failure is logged and the turn goes on uncompacted.
+func (r *run) compact(ctx context.Context, h store.History) (store.History, error) {
+	r.compactedOnce = true
+	est := estimate(r.system, h)
+	var earlier []store.Message
+	for _, m := range h.Messages {
+		if m.Turn == r.fence.Turn {
+			break
+		}
+		earlier = append(earlier, m)
+	}
+	upTo := int64(0)
+	for _, m := range earlier {
+		upTo = max(upTo, m.Seq)
+	}
+	msgs := toModel(earlier)
+	if h.Summary != "" {
+		msgs = append([]gateway.Message{{Role: gateway.RoleUser, Content: gateway.Content{
+			{Type: gateway.BlockText, Text: summaryMessage(h.Summary)}}}}, msgs...)
+	}
+	msgs = append(msgs, gateway.Message{Role: gateway.RoleUser, Content: gateway.Content{{Type: gateway.BlockText, Text: compactionPrompt}}})
+	req := gateway.MessageRequest{
+		Model:     r.w.planner.Model,
+		MaxTokens: r.w.planner.MaxTokens,
+		System:    gateway.Content{{Type: gateway.BlockText, Text: "You write faithful, compact summaries of planning conversations."}},
+		Messages:  repair(msgs),
+		Stream:    true,
+	}
+	resp, err := r.w.d.Model.Call(ctx, r.principal(), req, nil)
+	summary := ""
+	if err == nil {
+		summary = resp.Content.Text()
+	}
+	if err != nil || summary == "" {
+		if ctx.Err() != nil {
+			return h, ctx.Err()
+		}
+		r.log.WarnContext(ctx, "compaction failed; going on uncompacted", slog.Int64("estimated_tokens", est), slog.Any("error", err))
+		r.w.metrics.compactions.WithLabelValues("failed").Inc()
+		return h, nil
+	}
+	outs, err := r.w.d.DB.SaveCompaction(context.WithoutCancel(ctx), r.fence, summary, upTo, r.claim.Turn.Position, est)
+	if err != nil {
+		return h, err
+	}
+	r.w.d.Publisher.Publish(ctx, outs...)
+	r.w.metrics.compactions.WithLabelValues("ok").Inc()
+	r.log.InfoContext(ctx, "compacted", slog.Int64("up_to", upTo), slog.Int64("estimated_tokens", est))
+	return r.w.d.DB.LoadHistory(ctx, r.fence.Session, r.claim.Turn.Position)
+}

@@ -1,0 +1,168 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
+)
+
+// Why a turn's context ends, beside asynq's own reasons.
+var (
+	errCancelled = errors.New("turn cancelled")
+	errLeaseLost = errors.New("session lease lost")
+	errTimedOut  = errors.New("turn timed out")
+)
+
+// handle runs one turn task: claim the session's lease, run or resume the
+// turn from what is stored, end it with exactly one done.
+func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
+	var p tasks.TurnPayload
+	if err := json.Unmarshal(task.Payload(), &p); err != nil {
+		w.log.ErrorContext(ctx, "bad turn task payload", slog.Any("error", err))
+		return fmt.Errorf("worker: payload: %v: %w", err, asynq.SkipRetry)
+	}
+	log := w.log.With(slog.String("session", p.Session), slog.String("turn", p.Turn))
+	claim, err := w.d.DB.ClaimTurn(ctx, p.Turn, w.id, w.cfg.Lease)
+	if err != nil {
+		if store.IsCode(err, store.CodeNotFound) {
+			log.WarnContext(ctx, "turn task for an unknown turn; dropped")
+			return asynq.RevokeTask
+		}
+		return err
+	}
+	switch claim.State {
+	case store.ClaimFinished:
+		return nil
+	case store.ClaimBusy:
+		// Another worker runs it; if that worker dies, the sweeper resumes it.
+		return nil
+	case store.ClaimWaiting:
+		return errLater
+	case store.ClaimCancelled:
+		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
+		w.metrics.turns.WithLabelValues(outcome(store.ReasonCancelled)).Inc()
+		return asynq.RevokeTask
+	}
+	log = log.With(slog.Int64("fence", claim.Fence.Token))
+	w.d.Publisher.Publish(ctx, claim.Outputs...)
+	if claim.Turn.Attempts == 1 && claim.Turn.StartedAt == nil {
+		w.metrics.queueWait.Observe(time.Since(claim.Turn.CreatedAt).Seconds())
+	} else if claim.Turn.Attempts > 1 {
+		log.InfoContext(ctx, "resuming turn", slog.Int("attempt", claim.Turn.Attempts))
+	}
+
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	tctx, stopTimer := context.WithTimeoutCause(tctx, w.cfg.TurnTimeout, errTimedOut)
+	defer stopTimer()
+	defer w.track(p.Turn, cancel)()
+	renewDone := make(chan struct{})
+	go w.renew(tctx, claim.Fence, cancel, renewDone)
+	defer func() { <-renewDone }()
+	defer cancel(nil) // stops the renewer before we wait for it
+
+	started := time.Now()
+	r := &run{w: w, claim: claim, fence: claim.Fence, log: log}
+	status, reason, errText := r.loop(tctx)
+	cause := context.Cause(tctx)
+	switch {
+	case errors.Is(cause, errLeaseLost):
+		log.WarnContext(ctx, "lease lost; another worker took the turn over")
+		return nil
+	case ctx.Err() != nil && !errors.Is(cause, errCancelled):
+		// asynq cancelled us: shutdown (the task is already back in the
+		// queue), or a cancel from the dashboard.
+		if w.stopping.Load() {
+			if err := w.d.DB.HandBack(context.WithoutCancel(ctx), claim.Fence); err != nil {
+				log.WarnContext(ctx, "hand back lease", slog.Any("error", err))
+			}
+			log.InfoContext(ctx, "turn handed back on shutdown")
+			return ctx.Err()
+		}
+		status, reason, errText = store.TurnCancelled, store.ReasonCancelled, ""
+	case status == "":
+		// An internal failure (e.g. Postgres unreachable): let asynq retry,
+		// and let the next attempt claim the lease at once.
+		if err := w.d.DB.HandBack(context.WithoutCancel(ctx), claim.Fence); err != nil {
+			log.WarnContext(ctx, "hand back lease", slog.Any("error", err))
+		}
+		return fmt.Errorf("worker: turn %s: %s", p.Turn, errText)
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer fcancel()
+	outs, next, err := w.d.DB.FinishTurn(fctx, claim.Fence, status, reason, errText)
+	if errors.Is(err, store.ErrLeaseLost) {
+		log.WarnContext(ctx, "lease lost before the turn could end; another worker ends it")
+		return nil
+	}
+	if err != nil {
+		_ = w.d.DB.HandBack(fctx, claim.Fence)
+		return err
+	}
+	w.publishFinish(fctx, p.Session, outs, next)
+	w.metrics.turns.WithLabelValues(outcome(reason)).Inc()
+	w.metrics.duration.Observe(time.Since(started).Seconds())
+	w.metrics.rounds.Observe(float64(r.rounds))
+	log.InfoContext(ctx, "turn ended", slog.String("reason", reason), slog.Int("rounds", r.rounds),
+		slog.Duration("took", time.Since(started)))
+	if reason == store.ReasonCancelled {
+		return asynq.RevokeTask
+	}
+	return nil
+}
+
+// publishFinish publishes a turn's last outputs and enqueues the session's
+// next turn.
+func (w *Worker) publishFinish(ctx context.Context, session string, outs []store.Output, next string) {
+	w.d.Publisher.Publish(ctx, outs...)
+	if next != "" {
+		w.planners.EnqueueTurn(ctx, session, next)
+	}
+}
+
+// renew keeps the lease alive; losing it stops the turn at once.
+func (w *Worker) renew(ctx context.Context, f store.Fence, cancel context.CancelCauseFunc, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(w.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := w.d.DB.RenewLease(ctx, f, w.cfg.Lease)
+			if errors.Is(err, store.ErrLeaseLost) {
+				cancel(errLeaseLost)
+				return
+			}
+			if err != nil && ctx.Err() == nil {
+				w.log.WarnContext(ctx, "renew lease", slog.String("turn", f.Turn), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// outcome is the metrics label of a done reason.
+func outcome(reason string) string {
+	switch reason {
+	case store.ReasonCancelled, store.ReasonMaxRounds, store.ReasonError:
+		return reason
+	}
+	return "completed"
+}
+
+// principal is who the gateway meters a turn's model calls to.
+func (r *run) principal() gateway.Principal {
+	s := r.claim.Session
+	return gateway.Principal{Subject: "planner:" + s.ID, Organization: s.OrganizationID, Project: s.ProjectID,
+		Session: s.ID, ActingFor: r.claim.Turn.Author}
+}

@@ -1,0 +1,99 @@
+package worker
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/balletplanner/ballet/tasks"
+)
+
+// metrics are the worker's Prometheus series.
+type metrics struct {
+	turns       *prometheus.CounterVec
+	duration    prometheus.Histogram
+	queueWait   prometheus.Histogram
+	rounds      prometheus.Histogram
+	toolCalls   *prometheus.CounterVec
+	toolTime    *prometheus.HistogramVec
+	running     prometheus.Gauge
+	compactions *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, q *tasks.Queue) (*metrics, error) {
+	m := &metrics{
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_turns_total",
+			Help: "Planner turns ended, by outcome (completed, max_rounds, cancelled, error)."}, []string{"outcome"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ballet_planner_turn_duration_seconds",
+			Help: "Time from a turn's start on a worker to its end.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ballet_planner_queue_wait_seconds",
+			Help: "Time from send to a turn's start.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}),
+		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ballet_planner_rounds",
+			Help: "Model rounds per turn.", Buckets: []float64{1, 2, 3, 5, 8, 13, 20, 30, 50}}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_tool_calls_total",
+			Help: "Tool calls, by tool and outcome (ok, error)."}, []string{"tool", "outcome"}),
+		toolTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ballet_planner_tool_duration_seconds",
+			Help: "Tool call duration.", Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12)}, []string{"tool"}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ballet_planner_running_turns",
+			Help: "Turns running on this worker."}),
+		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_compactions_total",
+			Help: "Context compactions, by outcome (ok, failed)."}, []string{"outcome"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.turns, m.duration, m.queueWait, m.rounds, m.toolCalls, m.toolTime,
+		m.running, m.compactions, &queueDepth{q: q}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) toolCall(tool string, isError bool, took time.Duration) {
+	outcome := "ok"
+	if isError {
+		outcome = "error"
+	}
+	m.toolCalls.WithLabelValues(tool, outcome).Inc()
+	m.toolTime.WithLabelValues(tool).Observe(took.Seconds())
+}
+
+// queueDepth reports the planner queue's task counts by state from the asynq
+// inspector, cached between scrapes: each lookup runs Lua and MEMORY USAGE.
+type queueDepth struct {
+	q     *tasks.Queue
+	mu    sync.Mutex
+	at    time.Time
+	cache map[string]float64
+}
+
+var queueDepthDesc = prometheus.NewDesc("ballet_planner_queue_depth",
+	"Tasks in the planner queue by state (pending, active, scheduled, retry, archived); cached for 5s.",
+	[]string{"queue", "state"}, nil)
+
+func (c *queueDepth) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepthDesc }
+
+func (c *queueDepth) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.q == nil {
+		return
+	}
+	if time.Since(c.at) > 5*time.Second {
+		c.at = time.Now()
+		c.cache = map[string]float64{}
+		if info, err := c.q.Inspector().GetQueueInfo(c.q.Names().Queue()); err == nil {
+			c.cache["pending"] = float64(info.Pending)
+			c.cache["active"] = float64(info.Active)
+			c.cache["scheduled"] = float64(info.Scheduled)
+			c.cache["retry"] = float64(info.Retry)
+			c.cache["archived"] = float64(info.Archived)
+		}
+	}
+	for state, v := range c.cache {
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, v, c.q.Names().Queue(), state)
+	}
+}

@@ -1,0 +1,22 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/balletplanner/ballet/gateway"
+)
+
+// GatewayModel makes the planner's model calls through the gateway client,
+// streamed; cancelling ctx closes the call at once.
+type GatewayModel struct {
+	Client *gateway.Client
+}
+
+// Call streams one answer, calling onText (when not nil) for each text piece.
+func (g GatewayModel) Call(ctx context.Context, who gateway.Principal, req gateway.MessageRequest, onText func(string)) (*gateway.MessageResponse, error) {
+	s, err := g.Client.Stream(ctx, who, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.Collect(onText)
+}

@@ -1,0 +1,292 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tools"
+)
+
+// run is one attempt at a turn. Every step is driven by what is stored, so
+// an attempt that follows a crash resumes where the dead one stopped.
+type run struct {
+	w      *Worker
+	claim  store.Claim
+	fence  store.Fence
+	log    *slog.Logger
+	rounds int
+
+	system        string
+	project       store.Project
+	compactedOnce bool
+}
+
+// loop runs rounds until the turn ends. It returns the turn's final status
+// and done reason, and the text of an error output; an empty status means
+// an internal failure that asynq should retry.
+func (r *run) loop(ctx context.Context) (status, reason, errText string) {
+	if err := r.prepare(ctx); err != nil {
+		return r.fail(ctx, err)
+	}
+	for {
+		if r.cancelled(ctx) {
+			return store.TurnCancelled, store.ReasonCancelled, ""
+		}
+		h, err := r.w.d.DB.LoadHistory(ctx, r.fence.Session, r.claim.Turn.Position)
+		if err != nil {
+			return r.fail(ctx, err)
+		}
+		mine := turnMessages(h.Messages, r.fence.Turn)
+		r.rounds = countRole(mine, "assistant")
+		last := mine[len(mine)-1]
+		if last.Role == "assistant" {
+			calls := toolUses(last)
+			if len(calls) == 0 {
+				reason := last.StopReason
+				if reason == "" {
+					reason = store.ReasonEndTurn
+				}
+				return store.TurnDone, reason, ""
+			}
+			if done := countToolRounds(mine); done >= r.w.planner.MaxRounds {
+				return store.TurnDone, store.ReasonMaxRounds, fmt.Sprintf(
+					"The turn stopped after %d tool rounds (planner.max_rounds); its last tool calls were not run. Send a new message to continue.", done)
+			}
+			if err := r.runTools(ctx, calls); err != nil {
+				return r.fail(ctx, err)
+			}
+			continue
+		}
+		if r.shouldCompact(h) {
+			h, err = r.compact(ctx, h)
+			if err != nil {
+				return r.fail(ctx, err)
+			}
+		}
+		if err := r.callModel(ctx, h); err != nil {
+			return r.fail(ctx, err)
+		}
+	}
+}
+
+// prepare builds the system prompt: instructions, project and organization,
+// and the resolved planner skill as the human sees it.
+func (r *run) prepare(ctx context.Context) error {
+	s := r.claim.Session
+	p, err := r.w.d.DB.ProjectByKey(ctx, s.Project)
+	if err != nil {
+		return err
+	}
+	o, err := r.w.d.DB.OrganizationByKey(ctx, s.OrganizationID)
+	if err != nil {
+		return err
+	}
+	r.project = p
+	var skill string
+	var version int
+	if r.w.d.Skills != nil && r.w.planner.Skill != "" {
+		caller, err := r.caller(ctx)
+		if err != nil {
+			return err
+		}
+		skill, version, err = r.w.d.Skills(ctx, caller, p.Key, r.w.planner.Skill)
+		if err != nil && !store.IsCode(err, store.CodeNotFound) {
+			r.log.WarnContext(ctx, "resolve planner skill; going on without it", slog.Any("error", err))
+		}
+	}
+	r.system = systemPrompt(p.Key, p.Name, p.Description, o.Name, r.claim.Turn.Author, r.w.planner.Skill, version, skill)
+	return nil
+}
+
+// caller is the human the planner acts for, with the planner as actor.
+func (r *run) caller(ctx context.Context) (store.Caller, error) {
+	p, err := r.w.d.DB.Principal(ctx, r.claim.Turn.Author)
+	if err != nil {
+		return store.Caller{}, err
+	}
+	return store.Caller{Principal: p, Actor: store.PlannerActor(r.fence.Session, r.claim.Turn.Author)}, nil
+}
+
+// fail turns an error into the turn's end. Cancellation and a lost lease win
+// over whatever error they caused; a model or gateway refusal ends the turn
+// with an error output; anything else is retried by asynq.
+func (r *run) fail(ctx context.Context, err error) (string, string, string) {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errCancelled) || (ctx.Err() == nil && r.cancelled(ctx)):
+		return store.TurnCancelled, store.ReasonCancelled, ""
+	case errors.Is(cause, errTimedOut):
+		return store.TurnFailed, store.ReasonError, fmt.Sprintf("The turn took longer than %s and was stopped.", r.w.cfg.TurnTimeout)
+	case ctx.Err() != nil:
+		return "", "", err.Error() // the handler decides: shutdown, lease lost
+	}
+	var api *gateway.APIError
+	if errors.As(err, &api) {
+		r.log.WarnContext(ctx, "model call refused", slog.Int("status", api.Status), slog.String("type", api.Type),
+			slog.String("message", api.Message))
+		return store.TurnFailed, store.ReasonError, "The model call failed: " + api.Message
+	}
+	if errors.Is(err, store.ErrLeaseLost) {
+		return "", "", err.Error()
+	}
+	r.log.ErrorContext(ctx, "turn failed", slog.Any("error", err))
+	return "", "", err.Error()
+}
+
+// cancelled reports whether the turn was cancelled: the nudge cancels ctx,
+// and the durable flag is checked between steps in case a nudge was lost.
+func (r *run) cancelled(ctx context.Context) bool {
+	if errors.Is(context.Cause(ctx), errCancelled) {
+		return true
+	}
+	yes, err := r.w.d.DB.CancelRequested(ctx, r.fence.Turn)
+	return err == nil && yes
+}
+
+// callModel streams one model answer, publishing text as it arrives, and
+// stores it with a tool_call output per tool call.
+func (r *run) callModel(ctx context.Context, h store.History) error {
+	req := gateway.MessageRequest{
+		Model:     r.w.planner.Model,
+		MaxTokens: r.w.planner.MaxTokens,
+		System:    gateway.Content{{Type: gateway.BlockText, Text: r.system}},
+		Messages:  r.messages(h),
+		Tools:     r.toolDefs(),
+		Stream:    true,
+	}
+	resp, err := r.w.d.Model.Call(ctx, r.principal(), req, func(delta string) {
+		r.w.d.Publisher.Publish(ctx, store.Output{Session: r.fence.Session, Turn: r.fence.Turn, Type: store.OutputText, Text: delta})
+	})
+	if err != nil {
+		return err
+	}
+	msg := store.Message{Role: "assistant", Content: fromModel(resp.Content), StopReason: resp.StopReason,
+		Usage: store.MessageUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+			CacheReadTokens: resp.Usage.CacheReadInputTokens, CacheWriteTokens: resp.Usage.CacheCreationInputTokens}}
+	var extra []store.Output
+	for _, b := range msg.Content {
+		if b.Type == store.BlockToolUse {
+			extra = append(extra, store.Output{Turn: r.fence.Turn, Type: store.OutputToolCall, Tool: b.Name, ToolUseID: b.ToolUseID, Input: b.Input})
+		}
+	}
+	_, outs, err := r.w.d.DB.AppendMessage(context.WithoutCancel(ctx), r.fence, msg, extra...)
+	if err != nil {
+		return err
+	}
+	r.w.d.Publisher.Publish(ctx, outs...)
+	return nil
+}
+
+// messages is the model's view: the summary, then the repaired history.
+func (r *run) messages(h store.History) []gateway.Message {
+	msgs := toModel(h.Messages)
+	if h.Summary != "" {
+		msgs = append([]gateway.Message{{Role: gateway.RoleUser, Content: gateway.Content{
+			{Type: gateway.BlockText, Text: summaryMessage(h.Summary)}}}}, msgs...)
+	}
+	return repair(msgs)
+}
+
+func (r *run) toolDefs() []gateway.Tool {
+	defs := r.w.d.Tools.Definitions()
+	out := make([]gateway.Tool, len(defs))
+	for i, d := range defs {
+		out[i] = gateway.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema}
+	}
+	return out
+}
+
+// runTools runs the answer's tool calls in order as the human, each at most
+// once across attempts (keyed by tool_use_id), then stores the results.
+func (r *run) runTools(ctx context.Context, calls []store.Block) error {
+	caller, err := r.caller(ctx)
+	if err != nil {
+		return err
+	}
+	env := tools.Env{DB: r.w.d.DB, Caller: caller, Project: r.project, Session: r.fence.Session}
+	results := make([]store.Block, 0, len(calls))
+	for _, c := range calls {
+		tc, fresh, err := r.w.d.DB.ClaimToolCall(ctx, r.fence, c.ToolUseID, c.Name, c.Input)
+		if err != nil {
+			return err
+		}
+		switch {
+		case fresh:
+			started := time.Now()
+			res := r.w.d.Tools.Call(ctx, env, c.Name, c.Input)
+			tc.Result, tc.IsError = res.Text, res.IsError
+			if ctx.Err() != nil && res.IsError {
+				tc.Result = `{"error":"cancelled while running; its effect is unknown"}`
+			}
+			r.w.metrics.toolCall(c.Name, res.IsError, time.Since(started))
+			fallthrough
+		case !tc.Done:
+			if !fresh { // claimed by an attempt that died while it ran
+				tc.Result, tc.IsError = `{"error":"`+interruptedResult+`"}`, true
+			}
+			outs, err := r.w.d.DB.CompleteToolCall(context.WithoutCancel(ctx), r.fence, tc)
+			if err != nil {
+				return err
+			}
+			r.w.d.Publisher.Publish(ctx, outs...)
+		}
+		results = append(results, store.Block{Type: store.BlockToolResult, ToolUseID: c.ToolUseID, Text: tc.Result, IsError: tc.IsError})
+		if r.cancelled(ctx) {
+			break
+		}
+	}
+	if len(results) < len(calls) {
+		return nil // cancelled: the loop ends the turn; repair answers the rest
+	}
+	_, outs, err := r.w.d.DB.AppendMessage(context.WithoutCancel(ctx), r.fence, store.Message{Role: "user", Content: results})
+	if err != nil {
+		return err
+	}
+	r.w.d.Publisher.Publish(ctx, outs...)
+	return nil
+}
+
+func turnMessages(msgs []store.Message, turn string) []store.Message {
+	for i, m := range msgs {
+		if m.Turn == turn {
+			return msgs[i:]
+		}
+	}
+	return nil
+}
+
+func countRole(msgs []store.Message, role string) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == role {
+			n++
+		}
+	}
+	return n
+}
+
+// countToolRounds is how many rounds of tool results the turn stored.
+func countToolRounds(msgs []store.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == "user" && len(m.Content) > 0 && m.Content[0].Type == store.BlockToolResult {
+			n++
+		}
+	}
+	return n
+}
+
+func toolUses(m store.Message) []store.Block {
+	var out []store.Block
+	for _, b := range m.Content {
+		if b.Type == store.BlockToolUse {
+			out = append(out, b)
+		}
+	}
+	return out
+}
