@@ -187,8 +187,18 @@ func (w *Worker) track(turn string, cancel context.CancelCauseFunc) func() {
 // asynqLogger sends asynq's own logs to slog.
 type asynqLogger struct{ l *slog.Logger }
 
-func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), slog.String("component", "asynq")) }
-func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), slog.String("component", "asynq")) }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), slog.String("component", "asynq")) }
-func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq")) }
-func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq")) }
+func (a asynqLogger) Debug(args ...any) {
+	a.l.Debug(fmt.Sprint(args...), slog.String("component", "asynq"))
+}
+func (a asynqLogger) Info(args ...any) {
+	a.l.Info(fmt.Sprint(args...), slog.String("component", "asynq"))
+}
+func (a asynqLogger) Warn(args ...any) {
+	a.l.Warn(fmt.Sprint(args...), slog.String("component", "asynq"))
+}
+func (a asynqLogger) Error(args ...any) {
+	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
+}
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
+}
