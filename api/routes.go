@@ -9,4 +9,5 @@ func (s *Server) registerV1(r fiber.Router) {
 	s.registerPlanner(r)
 	s.registerTracker(r)
 	s.registerTenancy(r)
+	s.registerGateway(r)
 }

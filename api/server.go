@@ -31,6 +31,10 @@ type Deps struct {
 	// Monitoring is the asynq dashboard, mounted at /monitoring/ for
 	// platform admins; nil leaves it out.
 	Monitoring http.Handler
+	// Sealer encrypts provider API keys for the credentials routes (the
+	// gateway's *gateway.Sealer); nil, when gateway.credentials_key is not
+	// configured, makes them refuse to store keys.
+	Sealer CredentialSealer
 }
 
 // Server is the api service: a Fiber app with every route registered.
@@ -48,6 +52,7 @@ type Server struct {
 
 	planner    *tasks.Planner
 	monitoring http.Handler
+	sealer     CredentialSealer
 }
 
 // New builds the api and registers its routes.
@@ -56,7 +61,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		d.Log = slog.Default()
 	}
 	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, reg: d.Registry, log: d.Log,
-		planner: d.Planner, monitoring: d.Monitoring}
+		planner: d.Planner, monitoring: d.Monitoring, sealer: d.Sealer}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
 	}
@@ -116,6 +121,7 @@ func (s *Server) routes() {
 	if s.monitoring != nil {
 		s.app.Use(MonitoringPath, s.authenticateBrowser, s.requirePlatformAdmin, adaptor.HTTPHandler(s.monitoring))
 	}
+	s.registerOpenAPI(s.app.Group("/api/v1")) // public: before the authenticated group
 	v1 := s.app.Group("/api/v1", s.authenticate)
 	s.registerV1(v1)
 }

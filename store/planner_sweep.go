@@ -64,7 +64,8 @@ func collectRefs(rows pgx.Rows) ([]TurnRef, error) {
 // summary of the turns before SummaryTurn, then every message of the turns
 // from SummaryTurn up to the running one, in conversation order (by turn,
 // then seq: a message sent while a turn ran has a lower seq than that turn's
-// later answers, but comes after them).
+// later answers, but comes after them). Turns cancelled before they started
+// are left out: the human withdrew them.
 type History struct {
 	Summary     string
 	UpTo        int64
@@ -89,6 +90,7 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 		       m.turn_id::text, m.created_at
 		FROM planner_messages m JOIN planner_turns t ON t.id = m.turn_id
 		WHERE m.session_id = $1 AND t.position >= $2 AND t.position <= $3
+		  AND NOT (t.status = 'cancelled' AND t.started_at IS NULL)
 		ORDER BY t.position, m.seq`, sessionID, h.SummaryTurn, position)
 	if err != nil {
 		return History{}, fmt.Errorf("store: history: %w", err)

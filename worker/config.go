@@ -36,7 +36,7 @@ func DefaultConfig() Config {
 		MaxQueuedTurns:           10000,
 		MaxQueuedTurnsPerProject: 1000,
 		Lease:                    15 * time.Second,
-		TaskCheckInterval:        50 * time.Millisecond,
+		TaskCheckInterval:        5 * time.Millisecond,
 		TurnTimeout:              30 * time.Minute,
 	}
 }

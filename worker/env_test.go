@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -129,21 +128,6 @@ func (e *env) waitDone(session, turn string) []store.Output {
 	return nil
 }
 
-// waitFor waits until the turn has an output of the type.
-func (e *env) waitFor(session, turn, typ string) {
-	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, o := range e.outputs(session, turn) {
-			if o.Type == typ {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("turn %s has no %s output after 30s", turn, typ)
-}
-
 func (e *env) outputs(session, turn string) []store.Output {
 	e.t.Helper()
 	all, err := e.db.Outputs(context.Background(), session, 0, 100000)
@@ -208,5 +192,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
-var errAny = errors.New("any")

@@ -166,3 +166,14 @@ func (r *run) principal() gateway.Principal {
 	return gateway.Principal{Subject: "planner:" + s.ID, Organization: s.OrganizationID, Project: s.ProjectID,
 		Session: s.ID, ActingFor: r.claim.Turn.Author}
 }
+
+// RunTurn runs one turn in the calling goroutine, exactly as a task would,
+// without the queue; benchmarks use it to measure what the queue adds.
+func (w *Worker) RunTurn(ctx context.Context, session, turn string) error {
+	payload, _ := json.Marshal(tasks.TurnPayload{Session: session, Turn: turn})
+	err := w.handle(ctx, asynq.NewTask(tasks.TypeTurn, payload))
+	if errors.Is(err, asynq.RevokeTask) {
+		return nil
+	}
+	return err
+}

@@ -89,13 +89,16 @@ func (r *run) prepare(ctx context.Context) error {
 	r.project = p
 	var skill string
 	var version int
-	if r.w.d.Skills != nil && r.w.planner.Skill != "" {
+	if name := r.w.planner.Skill; name != "" {
 		caller, err := r.caller(ctx)
 		if err != nil {
 			return err
 		}
-		skill, version, err = r.w.d.Skills(ctx, caller, p.Key, r.w.planner.Skill)
-		if err != nil && !store.IsCode(err, store.CodeNotFound) {
+		res, err := r.w.d.DB.ResolveSkill(ctx, caller, p.Key, name)
+		switch {
+		case err == nil:
+			skill, version = res.Body, res.ResolvedVersion
+		case !store.IsCode(err, store.CodeNotFound):
 			r.log.WarnContext(ctx, "resolve planner skill; going on without it", slog.Any("error", err))
 		}
 	}

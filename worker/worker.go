@@ -34,10 +34,6 @@ type Toolbox interface {
 	Call(ctx context.Context, env tools.Env, name string, input json.RawMessage) tools.Result
 }
 
-// SkillResolver returns the body and version of a project's effective skill
-// by name, as the human would see it; empty when there is none.
-type SkillResolver func(ctx context.Context, caller store.Caller, projectKey, name string) (body string, version int, err error)
-
 // Deps are what a worker needs from its process.
 type Deps struct {
 	DB        *store.DB
@@ -46,7 +42,6 @@ type Deps struct {
 	Publisher *tasks.Publisher
 	Model     Model
 	Tools     Toolbox
-	Skills    SkillResolver
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
 }

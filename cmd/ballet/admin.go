@@ -85,6 +85,7 @@ const adminSynopsis = `admin <what> create [flags]
   admin project create --org ORG --key KEY --name NAME
   admin role-binding create --subject S --role ROLE [--org ORG [--project KEY]]
   admin token create --subject S [--name N] [--ttl 720h]
+  admin gateway-token --org KEY [--project KEY] (see admin gateway-token --help)
 
 Every one takes --config FILE and --json.`
 
@@ -99,6 +100,9 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	subject := fs.String("subject", "", "subject (user id)")
 	role := fs.String("role", "", "role: platform-admin, organization-admin, engineer, approver or viewer")
 	ttl := fs.Duration("ttl", 0, "token lifetime; 0 means no expiry")
+	if len(args) > 0 && args[0] == "gateway-token" {
+		return runAdminGatewayToken(ctx, args[1:], out)
+	}
 	if len(args) < 2 || args[1] != "create" {
 		fs.Usage()
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {

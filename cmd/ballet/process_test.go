@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -48,10 +47,14 @@ func freeAddr(t *testing.T) string {
 // startProcess runs `ballet <args>` with the api on a free port.
 func startProcess(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{addr: freeAddr(t), done: make(chan error, 1)}
+	api, ops := freeAddr(t), freeAddr(t)
+	p := &process{addr: api, done: make(chan error, 1)}
+	if args[0] == "worker" {
+		p.addr = ops // a worker serves health and metrics on worker.addr
+	}
 	p.cmd = exec.Command(os.Args[0], args...)
 	p.cmd.Env = append(cleanEnv(), append([]string{"BALLET_TEST_AS_MAIN=1",
-		"BALLET_SERVER_ADDR=" + p.addr, "BALLET_WORKER_ADDR=" + freeAddr(t)}, env...)...)
+		"BALLET_SERVER_ADDR=" + api, "BALLET_WORKER_ADDR=" + ops, "BALLET_GATEWAY_ADDR=" + freeAddr(t)}, env...)...)
 	p.cmd.Stderr = p
 	p.cmd.Stdout = io.Discard
 	if err := p.cmd.Start(); err != nil {
@@ -112,6 +115,6 @@ func (p *process) stop(t *testing.T) {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal(fmt.Sprintf("still running 30s after SIGTERM:\n%s", p.log()))
+		t.Fatalf("still running 30s after SIGTERM:\n%s", p.log())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -41,12 +42,24 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 		return nil, err
 	}
 	mon := asynqmon.New(asynqmon.Options{RootPath: api.MonitoringPath, RedisConnOpt: conn})
+	var sealer api.CredentialSealer
+	key, err := rt.cfg.Gateway.CredentialsKeyBytes()
+	if err != nil {
+		return nil, fmt.Errorf("config: gateway.credentials_key: %w", err)
+	}
+	if key != nil {
+		s, err := gateway.NewSealer(key)
+		if err != nil {
+			return nil, fmt.Errorf("config: gateway.credentials_key: %w", err)
+		}
+		sealer = s
+	}
 	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
-		Version: version, Planner: planner, Monitoring: mon})
+		Version: version, Planner: planner, Monitoring: mon, Sealer: sealer})
 }
 
 func (rt *runtime) newWorker() (*worker.Worker, error) {
-	reg, err := tools.NewRegistry(rt.log)
+	reg, err := tools.Planner(rt.log)
 	if err != nil {
 		return nil, err
 	}

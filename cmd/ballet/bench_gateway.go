@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/store"
+)
+
+// benchScript is the answer every benchmarked call streams: the same as
+// the gateway's Go benchmark, a few hundred characters in 16-character
+// deltas with no latency of its own, so that what is measured is the relay.
+const benchScript = `
+name: bench
+loop: true
+answers:
+  - content: [{text: "Here is a streamed answer of a few hundred characters, cut into small pieces the way a model streams them. It carries no tool call, just text, so that what is measured is the relaying of events: reading each one from the upstream, metering it and flushing it to the caller."}]
+    chunk_size: 16
+    usage: {input_tokens: 50, output_tokens: 60}
+`
+
+const benchRequestBody = `{"model":"claude-bench","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
+
+const benchGatewaySynopsis = `bench gateway [--config FILE] [--concurrency 1,200] [--requests N]
+
+Starts an in-process fake upstream and an in-process gateway (with the
+configured Postgres for credentials and metering; a throwaway organization
+and project are created and deleted again), then streams the same answer
+directly from the fake and through the gateway at each concurrency, and
+prints p50/p95/p99 of the latency and the time to first byte of each, side
+by side with their ratio and the latency the gateway adds.`
+
+// benchGateway is `ballet bench gateway`.
+func benchGateway(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlags("bench gateway", benchGatewaySynopsis)
+	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
+	conc := fs.String("concurrency", "1,200", "concurrent streams, comma-separated levels")
+	requests := fs.Int("requests", 1000, "calls per target and level (raised to the level when lower)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("bench gateway: unexpected argument %q", fs.Arg(0))}
+	}
+	levels, err := parseCounts("--concurrency", *conc)
+	if err != nil {
+		return err
+	}
+	if *requests < 1 {
+		return usageError{fmt.Sprintf("--requests: must be at least 1, got %d", *requests)}
+	}
+	db, cfg, err := openStore(ctx, *path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	env, err := startGatewayBench(ctx, db, cfg.Gateway)
+	if err != nil {
+		return fmt.Errorf("bench gateway: %w", err)
+	}
+	defer env.close()
+
+	fmt.Fprintf(out, "gateway bench: %d streamed calls per target and level; GOMAXPROCS=%d; %s/%s\n\n",
+		*requests, goruntime.GOMAXPROCS(0), goruntime.GOOS, goruntime.GOARCH)
+	var rows []benchRow
+	for _, c := range levels {
+		n := max(*requests, c)
+		direct, viaGateway, err := env.measure(ctx, c, n)
+		if err != nil {
+			return fmt.Errorf("bench gateway: %d streams: %w", c, err)
+		}
+		rows = append(rows,
+			benchRow{streams: c, metric: "latency", direct: quantilesOf(direct.total), gateway: quantilesOf(viaGateway.total)},
+			benchRow{streams: c, metric: "TTFB", direct: quantilesOf(direct.ttfb), gateway: quantilesOf(viaGateway.ttfb)})
+	}
+	writeGatewayTable(out, rows)
+	return nil
+}
+
+// gatewayBench is the fake upstream, the gateway in front of it, and the
+// throwaway organization whose credential points the gateway at the fake.
+type gatewayBench struct {
+	db      *store.DB
+	fake    *fakellm.Server
+	gw      *gateway.Server
+	srv     *http.Server
+	gwURL   string
+	token   string
+	orgID   string
+	client  *http.Client
+	cleanup []func()
+}
+
+func benchHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (_ *gatewayBench, err error) {
+	e := &gatewayBench{db: db}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	e.fake = fakellm.New(fakellm.MustParse(benchScript))
+	if err := e.fake.Start(); err != nil {
+		return nil, err
+	}
+	e.cleanup = append(e.cleanup, e.fake.Close)
+
+	// A throwaway organization and project, written directly: they are no
+	// one's activity, so they leave no events and can be deleted again
+	// (with their credential and usage rows) when the bench ends.
+	suffix := benchHex(4)
+	var projectID string
+	if err := db.Pool().QueryRow(ctx, `INSERT INTO organizations (key, name) VALUES ($1, 'gateway bench') RETURNING id::text`,
+		"bench-"+suffix).Scan(&e.orgID); err != nil {
+		return nil, fmt.Errorf("create throwaway organization: %w", err)
+	}
+	e.cleanup = append(e.cleanup, func() {
+		if _, err := db.Pool().Exec(context.Background(), `DELETE FROM organizations WHERE id = $1`, e.orgID); err != nil {
+			fmt.Fprintf(os.Stderr, "bench gateway: delete throwaway organization bench-%s: %v\n", suffix, err)
+		}
+	})
+	if err := db.Pool().QueryRow(ctx, `INSERT INTO projects (organization_id, key, name) VALUES ($1, $2, 'gateway bench') RETURNING id::text`,
+		e.orgID, "BENCH"+strings.ToUpper(suffix[:4])).Scan(&projectID); err != nil {
+		return nil, fmt.Errorf("create throwaway project: %w", err)
+	}
+
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg := base
+	cfg.Fake = ""
+	cfg.SigningKey = benchHex(32)
+	cfg.CredentialsKey, cfg.CredentialsKeyFile = base64.StdEncoding.EncodeToString(key), ""
+	sealer, err := gateway.NewSealer(key)
+	if err != nil {
+		return nil, err
+	}
+	cred := sealer.SealCredential(e.orgID, "", store.ProviderAnthropic, "sk-bench", e.fake.URL(), "bench")
+	if _, err := db.PutCredential(ctx, cred); err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if e.gw, err = gateway.New(cfg, db, nil, prometheus.NewRegistry(), log); err != nil {
+		return nil, err
+	}
+	if err := e.gw.Start(ctx); err != nil {
+		return nil, err
+	}
+	e.cleanup = append(e.cleanup, e.gw.Stop)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e.srv = &http.Server{Handler: e.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go e.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
+	e.cleanup = append(e.cleanup, func() { _ = e.srv.Close() })
+	e.gwURL = "http://" + ln.Addr().String()
+	if e.token, err = gateway.Mint([]byte(cfg.SigningKey), gateway.Principal{Subject: "bench",
+		Organization: e.orgID, Project: projectID}, time.Hour); err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 2048
+	e.client = &http.Client{Transport: tr}
+	e.cleanup = append(e.cleanup, tr.CloseIdleConnections)
+	return e, nil
+}
+
+// close undoes start in reverse order: the gateway flushes its usage rows
+// before the organization they belong to is deleted.
+func (e *gatewayBench) close() {
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		e.cleanup[i]()
+	}
+	e.cleanup = nil
+}
+
+// benchSamples are the latencies and times to first byte of one target.
+type benchSamples struct{ total, ttfb []time.Duration }
+
+// call streams one answer from base and times it.
+func (e *gatewayBench) call(ctx context.Context, base string) (ttfb, total time.Duration, err error) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", strings.NewReader(benchRequestBody))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	one := make([]byte, 1)
+	if _, err := io.ReadFull(resp.Body, one); err != nil {
+		return 0, 0, err
+	}
+	ttfb = time.Since(start)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	total = time.Since(start)
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(rest, []byte("message_stop")) {
+		return 0, 0, fmt.Errorf("status %d: %.300s", resp.StatusCode, append(one, rest...))
+	}
+	return ttfb, total, nil
+}
+
+// run makes n calls to base from c concurrent workers.
+func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *benchSamples) error {
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		firstErr error
+	)
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	for range c {
+		wg.Go(func() {
+			for range jobs {
+				ttfb, total, err := e.call(ctx, base)
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else if into != nil {
+					into.ttfb = append(into.ttfb, ttfb)
+					into.total = append(into.total, total)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// measure warms both targets up, then alternates between them in rounds,
+// so that a change in the machine's load affects both alike.
+func (e *gatewayBench) measure(ctx context.Context, c, n int) (direct, viaGateway benchSamples, err error) {
+	for _, base := range []string{e.fake.URL(), e.gwURL} {
+		if err := e.run(ctx, base, c, c, nil); err != nil {
+			return direct, viaGateway, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	const rounds = 5
+	for r := range rounds {
+		share := n/rounds + btoi(r < n%rounds)
+		if share == 0 {
+			continue
+		}
+		if err := e.run(ctx, e.fake.URL(), c, share, &direct); err != nil {
+			return direct, viaGateway, fmt.Errorf("direct: %w", err)
+		}
+		if err := e.run(ctx, e.gwURL, c, share, &viaGateway); err != nil {
+			return direct, viaGateway, fmt.Errorf("gateway: %w", err)
+		}
+		if ctx.Err() != nil {
+			return direct, viaGateway, ctx.Err()
+		}
+	}
+	if len(direct.total) == 0 || len(viaGateway.total) == 0 {
+		return direct, viaGateway, errors.New("no call succeeded")
+	}
+	return direct, viaGateway, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// benchRow is one line of the table: one metric at one concurrency.
+type benchRow struct {
+	streams         int
+	metric          string
+	direct, gateway quantiles
+}
+
+// writeGatewayTable prints the rows as a Markdown table.
+func writeGatewayTable(w io.Writer, rows []benchRow) {
+	fmt.Fprintln(w, "| streams | metric | direct p50 | direct p95 | direct p99 | gateway p50 | gateway p95 | gateway p99 | ratio p50 | ratio p95 | ratio p99 | added p50 |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	ratio := func(g, d time.Duration) string {
+		if d <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", float64(g)/float64(d))
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %d | %s | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %s | %s | %s | %s ms |\n",
+			r.streams, r.metric, ms(r.direct.p50), ms(r.direct.p95), ms(r.direct.p99),
+			ms(r.gateway.p50), ms(r.gateway.p95), ms(r.gateway.p99),
+			ratio(r.gateway.p50, r.direct.p50), ratio(r.gateway.p95, r.direct.p95), ratio(r.gateway.p99, r.direct.p99),
+			ms(r.gateway.p50-r.direct.p50))
+	}
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
+	"github.com/balletplanner/ballet/tasks"
+	"github.com/balletplanner/ballet/tasks/taskstest"
+)
+
+// stack is a database, a Redis namespace and a fake model shared by worker
+// subprocesses; the test sends turns through the planner directly.
+type stack struct {
+	t       *testing.T
+	env     []string
+	db      *store.DB
+	fake    *fakellm.Server
+	planner *tasks.Planner
+	human   store.Caller
+	session string
+}
+
+func newStack(t *testing.T, script string) *stack {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := storetest.URL(t)
+	rdb, rc := taskstest.New(t)
+	fake := fakellm.New(fakellm.MustParse(script))
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	db, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 10, ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	sys := store.SystemActor()
+	org, err := db.CreateOrganization(ctx, "acme", "Acme", sys)
+	must(t, err)
+	p, err := db.CreateProject(ctx, org.ID, "WEB", "Web", sys)
+	must(t, err)
+	_, err = db.CreateRoleBinding(ctx, "ann@example.com", store.RoleEngineer,
+		store.Scope{Kind: store.ScopeProject, OrganizationID: org.ID, ProjectID: p.ID}, sys)
+	must(t, err)
+	pr, err := db.Principal(ctx, "ann@example.com")
+	must(t, err)
+	s := &stack{t: t, db: db, fake: fake, human: store.HumanCaller(pr)}
+	sess, err := db.CreateSession(ctx, s.human, "WEB", "plan")
+	must(t, err)
+	s.session = sess.ID
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	names := tasks.Names{Namespace: rc.Namespace}
+	s.planner = tasks.NewPlanner(db, tasks.NewQueue(rdb, names, time.Minute), tasks.NewPublisher(rdb, names, log),
+		store.QueueLimits{Total: 10000, PerProject: 10000}, log)
+	s.env = []string{"BALLET_DATABASE_URL=" + dbURL, "BALLET_REDIS_URL=" + rc.URL, "BALLET_REDIS_NAMESPACE=" + rc.Namespace,
+		"BALLET_GATEWAY_URL=" + fake.URL(), "BALLET_GATEWAY_SIGNING_KEY=test-signing-key",
+		"BALLET_WORKER_LEASE=3s", "BALLET_WORKER_TASK_CHECK_INTERVAL=20ms", "BALLET_SERVER_SHUTDOWN_TIMEOUT=1s",
+		"BALLET_LOG_LEVEL=warn"}
+	return s
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *stack) worker() *process {
+	s.t.Helper()
+	p := startProcess(s.t, s.env, "worker")
+	p.waitReady(s.t)
+	return p
+}
+
+func (s *stack) send(text string) string {
+	s.t.Helper()
+	res, err := s.planner.Send(context.Background(), s.human, s.session, text, "")
+	must(s.t, err)
+	return res.Turn
+}
+
+func (s *stack) outputs() []store.Output {
+	s.t.Helper()
+	outs, err := s.db.Outputs(context.Background(), s.session, 0, 100000)
+	must(s.t, err)
+	return outs
+}
+
+// waitDone waits for the turn's done output (up to 60s) and returns the
+// turn's outputs.
+func (s *stack) waitDone(turn string) []store.Output {
+	s.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var mine []store.Output
+		for _, o := range s.outputs() {
+			if o.Turn == turn {
+				mine = append(mine, o)
+			}
+		}
+		if n := len(mine); n > 0 && mine[n-1].Type == store.OutputDone {
+			return mine
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("turn %s not done after 60s", turn)
+	return nil
+}
+
+// leaseHolder is the pid of the worker holding the session's lease.
+func (s *stack) leaseHolder() int {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var owner *string
+		must(s.t, s.db.Pool().QueryRow(context.Background(), `SELECT lease_owner FROM planner_sessions WHERE id = $1`, s.session).Scan(&owner))
+		if owner != nil {
+			parts := strings.Split(*owner, ":")
+			pid, err := strconv.Atoi(parts[len(parts)-2])
+			must(s.t, err)
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatal("no worker took the lease")
+	return 0
+}
+
+func countTypes(outs []store.Output, typ string) int {
+	n := 0
+	for _, o := range outs {
+		if o.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func TestConcurrentSendsRunInOrderAcrossThreeWorkers(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, "loop: true\nanswers:\n  - latency: 10ms\n    content:\n      - text: ok\n")
+	for range 3 {
+		s.worker()
+	}
+	turns := make([]string, 50)
+	errs := make(chan error, 50)
+	for i := range turns {
+		go func() {
+			res, err := s.planner.Send(context.Background(), s.human, s.session, "message "+strconv.Itoa(i), "")
+			turns[i] = res.Turn
+			errs <- err
+		}()
+	}
+	for range turns {
+		must(t, <-errs)
+	}
+	// Arrival order is the order the turns were stored in.
+	var order []string
+	rows, err := s.db.Pool().Query(context.Background(), `SELECT id FROM planner_turns WHERE session_id = $1 ORDER BY position`, s.session)
+	must(t, err)
+	for rows.Next() {
+		var id string
+		must(t, rows.Scan(&id))
+		order = append(order, id)
+	}
+	must(t, rows.Err())
+	s.waitDone(order[len(order)-1])
+	outs := s.outputs()
+	pos := map[string]int{}
+	for i, id := range order {
+		pos[id] = i
+	}
+	current := -1
+	for _, o := range outs {
+		switch o.Type {
+		case store.OutputStarted:
+			if pos[o.Turn] != current+1 {
+				t.Fatalf("turn %d started after turn %d", pos[o.Turn], current)
+			}
+			current = pos[o.Turn]
+		case store.OutputDone, store.OutputMessage:
+			if pos[o.Turn] != current {
+				t.Fatalf("%s of turn %d while turn %d runs", o.Type, pos[o.Turn], current)
+			}
+		}
+	}
+	if current != 49 || countTypes(outs, store.OutputDone) != 50 {
+		t.Fatalf("%d turns ran, %d done outputs", current+1, countTypes(outs, store.OutputDone))
+	}
+}
+
+const resumeScript = `
+answers:
+  - match: 'tool_result list_runnable'
+    chunk_size: 4
+    chunk_latency: 100ms
+    content:
+      - text: "Nothing is runnable yet; start with the backlog grooming."
+  - match: '^what can start'
+    content:
+      - tool_use: {name: list_runnable, input: {}}
+`
+
+// A worker SIGKILLed mid-turn: another worker resumes the turn from what was
+// stored, without running the tool call again, with exactly one done.
+func TestKilledWorkersTurnResumesElsewhere(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, resumeScript)
+	a, b := s.worker(), s.worker()
+	turn := s.send("what can start now?")
+	deadline := time.Now().Add(20 * time.Second)
+	for countTypes(s.outputs(), store.OutputToolResult) == 0 || s.fake.Active() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn never reached its second model call")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	holder := s.leaseHolder()
+	victim, survivor := a, b
+	if b.cmd.Process.Pid == holder {
+		victim, survivor = b, a
+	}
+	killedAt := time.Now()
+	must(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	outs := s.waitDone(turn)
+	t.Logf("resumed and finished %s after the kill", time.Since(killedAt).Round(time.Millisecond))
+	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 {
+		t.Fatalf("outputs %v", outs)
+	}
+	if n := countTypes(outs, store.OutputToolResult); n != 1 {
+		t.Fatalf("%d tool results, want 1", n)
+	}
+	var calls, assistants int
+	must(t, s.db.Pool().QueryRow(context.Background(), `SELECT count(*) FROM planner_tool_calls WHERE turn_id = $1`, turn).Scan(&calls))
+	must(t, s.db.Pool().QueryRow(context.Background(), `SELECT count(*) FROM planner_messages WHERE turn_id = $1 AND role = 'assistant'`, turn).Scan(&assistants))
+	if calls != 1 || assistants != 2 {
+		t.Fatalf("%d tool calls and %d answers stored, want 1 and 2", calls, assistants)
+	}
+	survivor.stop(t)
+}
+
+// SIGTERM drains: the running turn gets server.shutdown_timeout, then is
+// handed back and finished by another worker; the stopped worker exits 0.
+func TestSigtermHandsTheTurnBack(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, resumeScript)
+	a, b := s.worker(), s.worker()
+	turn := s.send("what can start now?")
+	deadline := time.Now().Add(20 * time.Second)
+	for countTypes(s.outputs(), store.OutputToolResult) == 0 || s.fake.Active() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn never reached its second model call")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	victim, survivor := a, b
+	if b.cmd.Process.Pid == s.leaseHolder() {
+		victim, survivor = b, a
+	}
+	victim.stop(t) // SIGTERM and a clean exit
+	outs := s.waitDone(turn)
+	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 || countTypes(outs, store.OutputToolResult) != 1 {
+		t.Fatalf("outputs %v", outs)
+	}
+	survivor.stop(t)
+}
