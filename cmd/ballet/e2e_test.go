@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/balletplanner/ballet/store/storetest"
+	"github.com/balletplanner/ballet/tasks/taskstest"
+)
+
+// client speaks to a running api as one token holder.
+type client struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (c client) do(method, path string, body any, out any) int {
+	c.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		must(c.t, err)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, r)
+	must(c.t, err)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	must(c.t, err)
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			c.t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
+		}
+	}
+	return res.StatusCode
+}
+
+// The product path end to end: `ballet demo`, then `ballet serve` with the
+// scripted demo model; a human sends a message over REST; the worker runs
+// the demo conversation through the gateway with the real tools, as the
+// human, and a changeset waits for the human's decision.
+func TestServeRunsTheDemoConversation(t *testing.T) {
+	t.Parallel()
+	rc := taskstest.Config(t)
+	gw := freeAddr(t)
+	env := []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_REDIS_URL=" + rc.URL,
+		"BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_FAKE=demo",
+		"BALLET_GATEWAY_ADDR=" + gw, "BALLET_GATEWAY_URL=http://" + gw, "BALLET_LOG_LEVEL=warn"}
+	out, stderr, code := ballet(t, env, "demo", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, stderr)
+	}
+	var demo struct{ Token string }
+	must(t, json.Unmarshal([]byte(out), &demo))
+	p := startProcess(t, env, "serve")
+	p.waitReady(t)
+	c := client{t: t, base: "http://" + p.addr + "/api/v1", token: demo.Token}
+
+	var sess struct{ ID string }
+	if s := c.do("POST", "/projects/DEMO/planner/sessions", map[string]any{"title": "Password reset"}, &sess); s != 201 {
+		t.Fatalf("create session: %d", s)
+	}
+	var sent struct {
+		Seq      int64
+		Turn     string
+		Position int64
+	}
+	if s := c.do("POST", "/planner/sessions/"+sess.ID+"/messages",
+		map[string]any{"text": "Customers keep asking for password reset. What should we plan?"}, &sent); s != 202 || sent.Seq != 1 || sent.Position != 0 {
+		t.Fatalf("send: %d %+v", s, sent)
+	}
+	type output struct {
+		Type    string
+		Tool    string
+		Text    string
+		IsError bool `json:"is_error"`
+		Cursor  int64
+	}
+	var outs []output
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var page struct{ Items []output }
+		c.do("GET", "/planner/sessions/"+sess.ID+"/outputs", nil, &page)
+		outs = page.Items
+		if n := len(outs); n > 0 && outs[n-1].Type == "done" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no done after 60s: %+v\n%s", outs, p.log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var calls []string
+	for _, o := range outs {
+		if o.Type == "tool_call" {
+			calls = append(calls, o.Tool)
+		}
+		if o.Type == "tool_result" && o.IsError {
+			t.Errorf("tool %s failed: %s", o.Tool, o.Text)
+		}
+	}
+	if got := strings.Join(calls, ","); got != "list_runnable,search_project,read_skill,propose_changeset" {
+		t.Fatalf("tool calls %s", got)
+	}
+	if last := outs[len(outs)-1]; last.Text != "end_turn" {
+		t.Fatalf("done %q", last.Text)
+	}
+	var changesets struct {
+		Items []struct {
+			Title      string
+			Status     string
+			ProposedBy struct {
+				Kind      string
+				Subject   string
+				ActingFor string `json:"acting_for"`
+			} `json:"proposed_by"`
+		}
+	}
+	c.do("GET", "/projects/DEMO/changesets?status=proposed", nil, &changesets)
+	if len(changesets.Items) != 1 || changesets.Items[0].ProposedBy.ActingFor != "demo@example.com" ||
+		changesets.Items[0].ProposedBy.Subject != "planner:"+sess.ID {
+		t.Fatalf("proposed changesets %+v", changesets.Items)
+	}
+	// Every model call was metered to the project, as the planner session.
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var usage struct {
+			Items []map[string]any
+		}
+		c.do("GET", "/projects/DEMO/usage?group_by=session", nil, &usage)
+		if len(usage.Items) == 1 && usage.Items[0]["key"] == "planner:"+sess.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage %+v", usage.Items)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The queue dashboard is for platform admins only.
+	root := client{t: t, base: "http://" + p.addr, token: demo.Token}
+	if s := root.do("GET", "/monitoring/", nil, nil); s != http.StatusForbidden {
+		t.Fatalf("dashboard as an engineer: %d", s)
+	}
+	p.stop(t)
+}
