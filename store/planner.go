@@ -186,7 +186,7 @@ func (db *DB) Messages(ctx context.Context, sessionID string) ([]Message, error)
 	rows, err := db.pool.Query(ctx, `
 		SELECT m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,
 		       COALESCE(m.turn_id::text, ''), m.created_at
-		FROM planner_messages m LEFT JOIN planner_turns t ON t.id = m.turn_id
+		FROM planner_messages m LEFT JOIN planner_turns t ON t.id = m.turn_id AND t.session_id = $1
 		WHERE m.session_id = $1 ORDER BY t.position NULLS FIRST, m.seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages: %w", err)

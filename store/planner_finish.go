@@ -33,19 +33,16 @@ func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, status, reason string, e
 			return nil, "", err
 		}
 	}
+	// The next queued turn is enqueued after commit, unless a turn still
+	// runs (it enqueues its successor when it ends). It is marked enqueued
+	// here; if the enqueue is lost, the sweeper finds it by its age.
 	var next string
-	err = tx.QueryRow(ctx, `SELECT id FROM planner_turns WHERE session_id = $1 AND status = 'queued'
-		ORDER BY position LIMIT 1`, t.Session).Scan(&next)
+	err = tx.QueryRow(ctx, `UPDATE planner_turns SET enqueued_at = now() WHERE id = (
+			SELECT id FROM planner_turns WHERE session_id = $1 AND status = 'queued' ORDER BY position LIMIT 1)
+		AND NOT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running')
+		RETURNING id`, t.Session).Scan(&next)
 	if err != nil && err != pgx.ErrNoRows {
 		return nil, "", err
-	}
-	var running bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running')`,
-		t.Session).Scan(&running); err != nil {
-		return nil, "", err
-	}
-	if running {
-		next = "" // the running turn enqueues its successor when it ends
 	}
 	return outs, next, nil
 }

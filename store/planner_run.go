@@ -62,29 +62,29 @@ type Claim struct {
 func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Duration) (Claim, error) {
 	var c Claim
 	err := db.Tx(ctx, func(tx pgx.Tx) error {
-		t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, turnID))
+		var leaseLive bool
+		var token int64
+		err := tx.QueryRow(ctx, `SELECT lease_owner IS NOT NULL AND lease_expires_at > now(), lease_token
+			FROM planner_sessions WHERE id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE`,
+			turnID).Scan(&leaseLive, &token)
 		if err != nil {
 			return notFound(err, "turn %q", turnID)
 		}
-		var leaseLive bool
-		var token int64
-		if err := tx.QueryRow(ctx, `SELECT lease_owner IS NOT NULL AND lease_expires_at > now(), lease_token
-			FROM planner_sessions WHERE id = $1 FOR UPDATE`, t.Session).Scan(&leaseLive, &token); err != nil {
-			return err
-		}
-		// Re-read under the session lock: cancel and finish take it too.
-		if t, err = scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, turnID)); err != nil {
+		// Read the turn under the session lock: cancel and finish take it too.
+		var t Turn
+		var earlier bool
+		err = tx.QueryRow(ctx, `SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
+			WHERE e.session_id = t.session_id AND e.position < t.position AND e.status IN ('queued', 'running'))
+			FROM planner_turns t WHERE id = $1`, turnID).Scan(&t.ID, &t.Session, &t.ProjectID, &t.Position,
+			&t.MessageSeq, &t.Author, &t.Status, &t.CancelRequested, &t.DoneReason, &t.Rounds, &t.Attempts,
+			&t.CreatedAt, &t.StartedAt, &t.FinishedAt, &earlier)
+		if err != nil {
 			return err
 		}
 		c.Turn = t
 		if t.FinishedAt != nil {
 			c.State = ClaimFinished
 			return nil
-		}
-		var earlier bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1
-			AND position < $2 AND status IN ('queued', 'running'))`, t.Session, t.Position).Scan(&earlier); err != nil {
-			return err
 		}
 		switch {
 		case earlier:
@@ -100,12 +100,12 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 		}
 		c.State = ClaimRun
 		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: token + 1, Human: t.Author}
-		if _, err := tx.Exec(ctx, `UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
-			lease_expires_at = now() + $4::interval WHERE id = $1`, t.Session, owner, c.Fence.Token, lease.String()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
-			started_at = COALESCE(started_at, now()) WHERE id = $1`, t.ID); err != nil {
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
+			lease_expires_at = now() + $4::interval WHERE id = $1`, t.Session, owner, c.Fence.Token, lease.String())
+		b.Queue(`UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
+			started_at = COALESCE(started_at, now()) WHERE id = $1`, t.ID)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		if t.StartedAt == nil {

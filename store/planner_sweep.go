@@ -71,6 +71,19 @@ type History struct {
 	UpTo        int64
 	SummaryTurn int64
 	Messages    []Message
+	// Cancelled lists the turns among them whose cancel was asked for.
+	Cancelled []string
+}
+
+// CancelRequested reports whether a cancel of the turn was asked for when
+// the history was read.
+func (h History) CancelRequested(turn string) bool {
+	for _, t := range h.Cancelled {
+		if t == turn {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadHistory reads what the turn at position sees.
@@ -78,8 +91,10 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 	var h History
 	var summary *string
 	var upTo, summaryTurn *int64
-	if err := db.pool.QueryRow(ctx, `SELECT summary, summary_up_to, summary_turn FROM planner_sessions WHERE id = $1`,
-		sessionID).Scan(&summary, &upTo, &summaryTurn); err != nil {
+	if err := db.pool.QueryRow(ctx, `SELECT summary, summary_up_to, summary_turn,
+			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND cancel_requested AND finished_at IS NULL)
+		FROM planner_sessions WHERE id = $1`,
+		sessionID).Scan(&summary, &upTo, &summaryTurn, &h.Cancelled); err != nil {
 		return History{}, fmt.Errorf("store: history: %w", notFound(err, "session %q", sessionID))
 	}
 	if summary != nil {
@@ -89,7 +104,7 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 		SELECT m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,
 		       m.turn_id::text, m.created_at
 		FROM planner_messages m JOIN planner_turns t ON t.id = m.turn_id
-		WHERE m.session_id = $1 AND t.position >= $2 AND t.position <= $3
+		WHERE m.session_id = $1 AND t.session_id = $1 AND t.position >= $2 AND t.position <= $3
 		  AND NOT (t.status = 'cancelled' AND t.started_at IS NULL)
 		ORDER BY t.position, m.seq`, sessionID, h.SummaryTurn, position)
 	if err != nil {

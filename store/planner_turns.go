@@ -164,28 +164,28 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 			return err
 		}
 		var inProject, total int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE project_id = $1 AND status = 'queued'`,
-			s.ProjectID).Scan(&inProject); err != nil {
+		var ahead int64
+		// Each count reads its own partial index.
+		if err := tx.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM planner_turns WHERE project_id = $1 AND status = 'queued'),
+				(SELECT count(*) FROM planner_turns WHERE status = 'queued'),
+				(SELECT count(*) FROM planner_turns WHERE session_id = $2 AND status IN ('queued', 'running'))`,
+			s.ProjectID, s.ID).Scan(&inProject, &total, &ahead); err != nil {
 			return err
 		}
 		if lim.PerProject > 0 && inProject >= lim.PerProject {
 			return Errorf(CodeExhausted, "project %s already has %d queued planner turns (worker.max_queued_turns_per_project); wait for some to finish", s.Project, inProject)
 		}
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE status = 'queued'`).Scan(&total); err != nil {
-			return err
-		}
 		if lim.Total > 0 && total >= lim.Total {
 			return Errorf(CodeExhausted, "the planner queue is full (%d queued turns, worker.max_queued_turns); try again shortly", total)
 		}
-		var ahead int64
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE session_id = $1
-			AND status IN ('queued', 'running')`, s.ID).Scan(&ahead); err != nil {
-			return err
-		}
 		author := caller.Principal.Subject
 		content := []Block{{Type: BlockText, Text: text}}
-		if _, err := tx.Exec(ctx, `INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author)
-			VALUES ($1, $2, $3, $4, $5, $6)`, turnID, s.ID, s.ProjectID, nextTurn, nextSeq, author); err != nil {
+		// A turn with nothing ahead is enqueued right after commit, and marked
+		// so here; if that enqueue is lost, the sweeper finds it by its age.
+		if _, err := tx.Exec(ctx, `INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at)
+			VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END)`,
+			turnID, s.ID, s.ProjectID, nextTurn, nextSeq, author, ahead == 0); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)

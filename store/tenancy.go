@@ -153,10 +153,17 @@ func (db *DB) EnsureSubject(ctx context.Context, s Subject) (Subject, error) {
 	if s.Email != "" {
 		email = &s.Email
 	}
+	// DO NOTHING takes no row lock, so that concurrent requests of one
+	// subject do not queue behind each other here.
 	err := db.pool.QueryRow(ctx, `
-		INSERT INTO subjects (id, kind, display_name, email) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
-		RETURNING id, kind, display_name, COALESCE(email, ''), created_at`,
+		WITH ins AS (
+			INSERT INTO subjects (id, kind, display_name, email) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING id, kind, display_name, COALESCE(email, ''), created_at)
+		SELECT * FROM ins
+		UNION ALL
+		SELECT id, kind, display_name, COALESCE(email, ''), created_at FROM subjects WHERE id = $1
+		LIMIT 1`,
 		s.ID, s.Kind, s.DisplayName, email).
 		Scan(&s.ID, &s.Kind, &s.DisplayName, &s.Email, &s.CreatedAt)
 	if err != nil {

@@ -32,13 +32,23 @@ func (p *Planner) Send(ctx context.Context, caller store.Caller, session, text, 
 	}
 	p.pub.Publish(ctx, res.Queued)
 	if res.Head {
-		p.EnqueueTurn(ctx, session, res.Turn)
+		p.Enqueue(ctx, session, res.Turn)
 	}
 	return res, nil
 }
 
+// Enqueue puts the task of a turn already marked enqueued in the queue
+// (task id = turn id). A failure is logged: the sweeper finds the turn by its
+// age and enqueues it again.
+func (p *Planner) Enqueue(ctx context.Context, session, turn string) {
+	if err := p.queue.Enqueue(ctx, session, turn, turn); err != nil {
+		p.log.WarnContext(ctx, "enqueue turn; the sweeper will retry", slog.String("session", session),
+			slog.String("turn", turn), slog.Any("error", err))
+	}
+}
+
 // EnqueueTurn puts a turn's task in the queue (task id = turn id) and
-// records it. A failure is logged: the sweeper enqueues it later.
+// records when; the sweeper uses it for turns it finds unqueued.
 func (p *Planner) EnqueueTurn(ctx context.Context, session, turn string) {
 	if err := p.queue.Enqueue(ctx, session, turn, turn); err != nil {
 		p.log.WarnContext(ctx, "enqueue turn; the sweeper will retry", slog.String("session", session),
@@ -65,7 +75,7 @@ func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn
 	}
 	p.pub.NudgeCancel(ctx, res.Running...)
 	if res.Next != "" {
-		p.EnqueueTurn(ctx, session, res.Next)
+		p.Enqueue(ctx, session, res.Next)
 	}
 	return res, nil
 }

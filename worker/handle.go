@@ -125,7 +125,7 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 func (w *Worker) publishFinish(ctx context.Context, session string, outs []store.Output, next string) {
 	w.d.Publisher.Publish(ctx, outs...)
 	if next != "" {
-		w.planners.EnqueueTurn(ctx, session, next)
+		w.planners.Enqueue(ctx, session, next)
 	}
 }
 

@@ -11,8 +11,9 @@ import (
 //   - a running turn whose worker stopped renewing its lease (SIGKILL, a
 //     lost host) gets a resume task, keyed by the expired fencing token so
 //     that every worker's sweeper enqueues it once;
-//   - a session's next turn that was never enqueued (the process died
-//     between commit and enqueue), or that the queue lost, is enqueued.
+//   - a session's next turn that was never enqueued, or whose task is not in
+//     the queue a lease after it was enqueued (the process died between
+//     commit and enqueue, or Redis lost it), is enqueued again.
 func (w *Worker) sweep(ctx context.Context) {
 	defer w.wg.Done()
 	t := time.NewTicker(time.Second)
@@ -41,7 +42,7 @@ func (w *Worker) sweepOnce(ctx context.Context) error {
 		}
 		w.log.InfoContext(ctx, "lease expired; resuming turn", slog.String("session", s.Session), slog.String("turn", s.Turn))
 	}
-	heads, err := w.d.DB.QueuedHeads(ctx, 2*time.Second, time.Now().Add(-30*time.Second), 100)
+	heads, err := w.d.DB.QueuedHeads(ctx, 2*time.Second, time.Now().Add(-w.cfg.Lease), 100)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ type run struct {
 
 	system        string
 	project       store.Project
+	human         *store.Caller
 	compactedOnce bool
 }
 
@@ -34,12 +35,15 @@ func (r *run) loop(ctx context.Context) (status, reason, errText string) {
 		return r.fail(ctx, err)
 	}
 	for {
-		if r.cancelled(ctx) {
+		if errors.Is(context.Cause(ctx), errCancelled) {
 			return store.TurnCancelled, store.ReasonCancelled, ""
 		}
 		h, err := r.w.d.DB.LoadHistory(ctx, r.fence.Session, r.claim.Turn.Position)
 		if err != nil {
 			return r.fail(ctx, err)
+		}
+		if h.CancelRequested(r.fence.Turn) {
+			return store.TurnCancelled, store.ReasonCancelled, ""
 		}
 		mine := turnMessages(h.Messages, r.fence.Turn)
 		r.rounds = countRole(mine, "assistant")
@@ -75,9 +79,15 @@ func (r *run) loop(ctx context.Context) (status, reason, errText string) {
 }
 
 // prepare builds the system prompt: instructions, project and organization,
-// and the resolved planner skill as the human sees it.
+// and the resolved planner skill as the human sees it. Prompts are cached
+// per project and human for promptTTL, so a burst of turns reads them once.
 func (r *run) prepare(ctx context.Context) error {
 	s := r.claim.Session
+	key := s.ProjectID + "\x00" + r.claim.Turn.Author
+	if p, ok := r.w.prompts.get(key); ok {
+		r.project, r.system = p.project, p.system
+		return nil
+	}
 	p, err := r.w.d.DB.ProjectByKey(ctx, s.Project)
 	if err != nil {
 		return err
@@ -103,16 +113,22 @@ func (r *run) prepare(ctx context.Context) error {
 		}
 	}
 	r.system = systemPrompt(p.Key, p.Name, p.Description, o.Name, r.claim.Turn.Author, r.w.planner.Skill, version, skill)
+	r.w.prompts.put(key, prompt{project: p, system: r.system})
 	return nil
 }
 
-// caller is the human the planner acts for, with the planner as actor.
+// caller is the human the planner acts for, with the planner as actor; it
+// is read once per attempt.
 func (r *run) caller(ctx context.Context) (store.Caller, error) {
+	if r.human != nil {
+		return *r.human, nil
+	}
 	p, err := r.w.d.DB.Principal(ctx, r.claim.Turn.Author)
 	if err != nil {
 		return store.Caller{}, err
 	}
-	return store.Caller{Principal: p, Actor: store.PlannerActor(r.fence.Session, r.claim.Turn.Author)}, nil
+	r.human = &store.Caller{Principal: p, Actor: store.PlannerActor(r.fence.Session, r.claim.Turn.Author)}
+	return *r.human, nil
 }
 
 // fail turns an error into the turn's end. Cancellation and a lost lease win

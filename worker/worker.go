@@ -58,6 +58,7 @@ type Worker struct {
 	metrics  *metrics
 	srv      *asynq.Server
 	planners *tasks.Planner
+	prompts  promptCache
 
 	stopping atomic.Bool
 	mu       sync.Mutex
