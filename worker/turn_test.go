@@ -148,3 +148,20 @@ func TestMaxRounds(t *testing.T) {
 		t.Fatalf("repaired last message %s", lastUser.Content)
 	}
 }
+
+// A refusal of the model call (a spent budget, a rate limit) ends the turn
+// with an error output saying so, and done "error".
+func TestModelRefusalBecomesAnErrorOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+answers:
+  - fault: {kind: status, status: 429, message: "token budget of project WEB is spent until 2026-12-01T00:00:00Z"}
+`)
+	e.start()
+	s := e.session()
+	outs := e.waitDone(s, e.send(s, "plan it").Turn)
+	n := len(outs)
+	if outs[n-1].Text != "error" || outs[n-2].Type != store.OutputError || !strings.Contains(outs[n-2].Text, "token budget of project WEB is spent") {
+		t.Fatalf("outputs %+v", outs)
+	}
+}
