@@ -137,6 +137,23 @@ func (s *stack) leaseHolder() int {
 	return 0
 }
 
+// midTurn waits until the turn's tool ran and its second model call
+// streams, then returns the worker running it and the other one.
+func (s *stack) midTurn(a, b *process) (running, other *process) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for countTypes(s.outputs(), store.OutputToolResult) == 0 || s.fake.Active() == 0 {
+		if time.Now().After(deadline) {
+			s.t.Fatal("the turn never reached its second model call")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if b.cmd.Process.Pid == s.leaseHolder() {
+		return b, a
+	}
+	return a, b
+}
+
 func countTypes(outs []store.Output, typ string) int {
 	n := 0
 	for _, o := range outs {
@@ -219,18 +236,7 @@ func TestKilledWorkersTurnResumesElsewhere(t *testing.T) {
 	s := newStack(t, resumeScript)
 	a, b := s.worker(), s.worker()
 	turn := s.send("what can start now?")
-	deadline := time.Now().Add(20 * time.Second)
-	for countTypes(s.outputs(), store.OutputToolResult) == 0 || s.fake.Active() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the turn never reached its second model call")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	holder := s.leaseHolder()
-	victim, survivor := a, b
-	if b.cmd.Process.Pid == holder {
-		victim, survivor = b, a
-	}
+	victim, survivor := s.midTurn(a, b)
 	killedAt := time.Now()
 	must(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 	outs := s.waitDone(turn)
@@ -257,17 +263,7 @@ func TestSigtermHandsTheTurnBack(t *testing.T) {
 	s := newStack(t, resumeScript)
 	a, b := s.worker(), s.worker()
 	turn := s.send("what can start now?")
-	deadline := time.Now().Add(20 * time.Second)
-	for countTypes(s.outputs(), store.OutputToolResult) == 0 || s.fake.Active() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the turn never reached its second model call")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	victim, survivor := a, b
-	if b.cmd.Process.Pid == s.leaseHolder() {
-		victim, survivor = b, a
-	}
+	victim, survivor := s.midTurn(a, b)
 	victim.stop(t) // SIGTERM and a clean exit
 	outs := s.waitDone(turn)
 	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 || countTypes(outs, store.OutputToolResult) != 1 {
