@@ -49,10 +49,19 @@ func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, status, reason string, e
 
 // FinishTurn ends the running turn: status done, cancelled or failed; reason
 // is the done output's text; errText, when set, is an error output first.
-func (db *DB) FinishTurn(ctx context.Context, f Fence, status, reason, errText string) ([]Output, string, error) {
+// A last message (the model's final answer), when given, is stored in the
+// same transaction, before the done.
+func (db *DB) FinishTurn(ctx context.Context, f Fence, status, reason, errText string, last *Message) ([]Output, string, error) {
 	var outs []Output
 	var next string
 	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
+		var stored []Output
+		if last != nil {
+			var err error
+			if _, stored, err = appendMessage(ctx, tx, f, *last); err != nil {
+				return err
+			}
+		}
 		t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, f.Turn))
 		if err != nil {
 			return err
@@ -62,6 +71,7 @@ func (db *DB) FinishTurn(ctx context.Context, f Fence, status, reason, errText s
 			errOut = &Output{Turn: f.Turn, Type: OutputError, Text: errText}
 		}
 		outs, next, err = finishTurn(ctx, tx, t, status, reason, errOut)
+		outs = append(stored, outs...)
 		return err
 	})
 	if err != nil {

@@ -99,7 +99,11 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 	}
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer fcancel()
-	outs, next, err := w.d.DB.FinishTurn(fctx, claim.Fence, status, reason, errText)
+	var final *store.Message
+	if status == store.TurnDone {
+		final = r.final
+	}
+	outs, next, err := w.d.DB.FinishTurn(fctx, claim.Fence, status, reason, errText, final)
 	if errors.Is(err, store.ErrLeaseLost) {
 		log.WarnContext(ctx, "lease lost before the turn could end; another worker ends it")
 		return nil

@@ -25,6 +25,9 @@ type run struct {
 	project       store.Project
 	human         *store.Caller
 	compactedOnce bool
+	// final is the model's last answer (no tool calls): it is stored with
+	// the turn's done, in one transaction.
+	final *store.Message
 }
 
 // loop runs rounds until the turn ends. It returns the turn's final status
@@ -74,6 +77,14 @@ func (r *run) loop(ctx context.Context) (status, reason, errText string) {
 		}
 		if err := r.callModel(ctx, h); err != nil {
 			return r.fail(ctx, err)
+		}
+		if r.final != nil {
+			r.rounds++
+			reason := r.final.StopReason
+			if reason == "" {
+				reason = store.ReasonEndTurn
+			}
+			return store.TurnDone, reason, ""
 		}
 	}
 }
@@ -192,6 +203,10 @@ func (r *run) callModel(ctx context.Context, h store.History) error {
 		if b.Type == store.BlockToolUse {
 			extra = append(extra, store.Output{Turn: r.fence.Turn, Type: store.OutputToolCall, Tool: b.Name, ToolUseID: b.ToolUseID, Input: b.Input})
 		}
+	}
+	if len(extra) == 0 {
+		r.final = &msg // stored with the done
+		return nil
 	}
 	_, outs, err := r.w.d.DB.AppendMessage(context.WithoutCancel(ctx), r.fence, msg, extra...)
 	if err != nil {
