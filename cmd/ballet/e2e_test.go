@@ -145,6 +145,15 @@ func TestServeRunsTheDemoConversation(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The turn shows in the metrics.
+	metrics := p.get(t, "/metrics")
+	for _, want := range []string{`ballet_planner_turns_total{outcome="completed"} 1`, `ballet_planner_tool_calls_total{outcome="ok",tool="propose_changeset"} 1`,
+		"ballet_planner_turn_duration_seconds_count 1", "ballet_planner_queue_wait_seconds_count 1", "ballet_planner_rounds_count 1",
+		`ballet_planner_running_turns 0`, `ballet_planner_queue_depth{queue="` + rc.Namespace + `planner"`, `ballet_llm_requests_total{`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	// The queue dashboard is for platform admins only.
 	root := client{t: t, base: "http://" + p.addr, token: demo.Token}
 	if s := root.do("GET", "/monitoring/", nil, nil); s != http.StatusForbidden {
