@@ -199,5 +199,7 @@ func newHTTPClient(cfg Config) *http.Client {
 	tr.ResponseHeaderTimeout = cfg.HeaderTimeout
 	tr.DisableCompression = true // stream bytes as they come, never gunzip-buffer
 	tr.DialContext = (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-	return &http.Client{Transport: tr}
+	// Never follow redirects: a credential's base_url must not lead the
+	// gateway elsewhere.
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }

@@ -211,7 +211,8 @@ func (db *DB) ListChangesets(ctx context.Context, caller Caller, projectKey, sta
 		}
 	}
 	rows, err := db.pool.Query(ctx, changesetSelect+`
-		WHERE c.project_id = $1 AND ($2 = '' OR c.status = $2) ORDER BY c.created_at DESC, c.id`, p.ID, status)
+		WHERE c.project_id = $1 AND ($2 = '' OR c.status = $2) ORDER BY c.created_at DESC, c.id
+		LIMIT $3`, p.ID, status, MaxChangesetList)
 	if err != nil {
 		return nil, fmt.Errorf("store: list changesets: %w", err)
 	}
@@ -224,6 +225,9 @@ func (db *DB) ListChangesets(ctx context.Context, caller Caller, projectKey, sta
 	}
 	return out, nil
 }
+
+// MaxChangesetList caps a list of changesets, newest first.
+const MaxChangesetList = 200
 
 // GetChangeset returns a changeset by id (tracker.read).
 func (db *DB) GetChangeset(ctx context.Context, caller Caller, id string) (Changeset, error) {

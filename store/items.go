@@ -102,7 +102,7 @@ func (p ItemPatch) Empty() bool {
 }
 
 // ItemFilter narrows ListItems; empty fields match everything. Epic and
-// Milestone are keys. Limit 0 means no limit.
+// Milestone are keys. Limit 0 means MaxItemList.
 type ItemFilter struct {
 	Kind      string
 	State     string
@@ -110,6 +110,9 @@ type ItemFilter struct {
 	Milestone string
 	Limit     int
 }
+
+// MaxItemList caps one list of items.
+const MaxItemList = 1000
 
 const itemSelect = `
 SELECT i.id, i.project_id, p.organization_id, p.key, i.number, i.key, i.kind, i.title, i.description,
@@ -214,10 +217,11 @@ func (db *DB) ListItems(ctx context.Context, caller Caller, projectKey string, f
 		AND ($4 = '' OR e.key = $4) AND ($5 = '' OR m.key = $5)
 		ORDER BY i.number`
 	args := []any{p.ID, f.Kind, f.State, f.Epic, f.Milestone}
-	if f.Limit > 0 {
-		sql += ` LIMIT $6`
-		args = append(args, f.Limit)
+	if f.Limit <= 0 || f.Limit > MaxItemList {
+		f.Limit = MaxItemList
 	}
+	sql += ` LIMIT $6`
+	args = append(args, f.Limit)
 	rows, err := db.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list items: %w", err)

@@ -158,6 +158,11 @@ func getItemTool() Tool {
 			if err != nil {
 				return nil, namedNotFound(err, "item %s not found", key)
 			}
+			// The transcript is readable by everyone who reads this project:
+			// it must hold nothing of the organization's other projects.
+			if it.Project != env.Project.Key {
+				return nil, store.Errorf(store.CodeNotFound, "item %s not found in project %s", key, env.Project.Key)
+			}
 			deps, err := env.DB.ListDependencies(ctx, env.Caller, key)
 			if err != nil {
 				return nil, namedNotFound(err, "item %s not found", key)
