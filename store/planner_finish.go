@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -100,6 +101,7 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 	if err != nil {
 		return CancelResult{}, err
 	}
+	turnID = strings.ToLower(turnID)
 	if turnID != "" {
 		t, err := db.TurnByID(ctx, turnID)
 		if err != nil || t.Session != s.ID {

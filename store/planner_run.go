@@ -42,7 +42,14 @@ const (
 	ClaimWaiting
 	// ClaimBusy: another worker holds a live lease on the session.
 	ClaimBusy
+	// ClaimFailed: the turn was tried MaxTurnAttempts times without ending;
+	// it is ended as failed (Outputs, Next as for ClaimCancelled).
+	ClaimFailed
 )
+
+// MaxTurnAttempts bounds how often a turn is started or resumed: a turn that
+// fails the same way every time ends instead of calling the model forever.
+const MaxTurnAttempts = 10
 
 // Claim is the result of ClaimTurn.
 type Claim struct {
@@ -97,6 +104,11 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			c.State = ClaimCancelled
 			c.Outputs, c.Next, err = finishTurn(ctx, tx, t, TurnCancelled, ReasonCancelled, nil)
 			return err
+		case t.Attempts >= MaxTurnAttempts:
+			c.State = ClaimFailed
+			c.Outputs, c.Next, err = finishTurn(ctx, tx, t, TurnFailed, ReasonError, &Output{Turn: t.ID, Type: OutputError,
+				Text: fmt.Sprintf("The turn was stopped after %d attempts that did not complete. Send a new message to try again.", t.Attempts)})
+			return err
 		}
 		c.State = ClaimRun
 		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: token + 1, Human: t.Author}
@@ -115,15 +127,12 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			}
 		}
 		c.Turn.Status, c.Turn.Attempts = TurnRunning, t.Attempts+1
-		return nil
+		c.Session, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+`
+			FROM planner_sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = $1`, t.Session))
+		return err
 	})
 	if err != nil {
 		return Claim{}, fmt.Errorf("store: claim turn: %w", err)
-	}
-	if c.State == ClaimRun {
-		if c.Session, err = db.SessionByID(ctx, c.Turn.Session); err != nil {
-			return Claim{}, err
-		}
 	}
 	return c, nil
 }
@@ -304,4 +313,18 @@ func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) ([]Out
 		return nil, fmt.Errorf("store: complete tool call: %w", err)
 	}
 	return outs, nil
+}
+
+// UsedToolUseIDs returns which of ids the session has already claimed.
+func (db *DB) UsedToolUseIDs(ctx context.Context, sessionID string, ids []string) ([]string, error) {
+	rows, err := db.pool.Query(ctx, `SELECT tool_use_id FROM planner_tool_calls
+		WHERE session_id = $1 AND tool_use_id = ANY($2)`, sessionID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: used tool_use ids: %w", err)
+	}
+	used, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: used tool_use ids: %w", err)
+	}
+	return used, nil
 }

@@ -75,10 +75,14 @@ func (q *Queue) Enqueue(ctx context.Context, session, turn, taskID string) error
 	return nil
 }
 
-// Exists reports whether a task with the id is in the planner queue in any state.
+// Exists reports whether a task with the id is in the planner queue and
+// can still run. An archived one (retries exhausted) cannot: it is deleted,
+// so that the turn can be enqueued again under the same id.
 func (q *Queue) Exists(taskID string) (bool, error) {
-	_, err := q.inspector.GetTaskInfo(q.names.Queue(), taskID)
+	info, err := q.inspector.GetTaskInfo(q.names.Queue(), taskID)
 	switch {
+	case err == nil && info.State == asynq.TaskStateArchived:
+		return false, q.Delete(taskID)
 	case err == nil:
 		return true, nil
 	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):

@@ -51,6 +51,11 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
 		w.metrics.turns.WithLabelValues(outcome(store.ReasonCancelled)).Inc()
 		return asynq.RevokeTask
+	case store.ClaimFailed:
+		log.ErrorContext(ctx, "turn ended after too many attempts", slog.Int("attempts", claim.Turn.Attempts))
+		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
+		w.metrics.turns.WithLabelValues(outcome(store.ReasonError)).Inc()
+		return asynq.RevokeTask
 	}
 	log = log.With(slog.Int64("fence", claim.Fence.Token))
 	w.d.Publisher.Publish(ctx, claim.Outputs...)
@@ -80,15 +85,19 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 		return nil
 	case ctx.Err() != nil && !errors.Is(cause, errCancelled):
 		// asynq cancelled us: shutdown (the task is already back in the
-		// queue), or a cancel from the dashboard.
-		if w.stopping.Load() {
-			if err := w.d.DB.HandBack(context.WithoutCancel(ctx), claim.Fence); err != nil {
-				log.WarnContext(ctx, "hand back lease", slog.Any("error", err))
-			}
-			log.InfoContext(ctx, "turn handed back on shutdown")
-			return ctx.Err()
+		// queue), a lost asynq lease (Redis unreachable), or the dashboard's
+		// cancel button, which asynq cannot tell apart. Only our durable flag
+		// makes it a cancel; otherwise the turn is handed back and resumes.
+		bg := context.WithoutCancel(ctx)
+		if yes, err := w.d.DB.CancelRequested(bg, p.Turn); err == nil && yes && !w.stopping.Load() {
+			status, reason, errText = store.TurnCancelled, store.ReasonCancelled, ""
+			break
 		}
-		status, reason, errText = store.TurnCancelled, store.ReasonCancelled, ""
+		if err := w.d.DB.HandBack(bg, claim.Fence); err != nil {
+			log.WarnContext(ctx, "hand back lease", slog.Any("error", err))
+		}
+		log.InfoContext(ctx, "turn handed back", slog.Bool("shutdown", w.stopping.Load()))
+		return ctx.Err()
 	case status == "":
 		// An internal failure (e.g. Postgres unreachable): let asynq retry,
 		// and let the next attempt claim the lease at once.
@@ -138,18 +147,27 @@ func (w *Worker) renew(ctx context.Context, f store.Fence, cancel context.Cancel
 	defer close(done)
 	t := time.NewTicker(w.cfg.Lease / 3)
 	defer t.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			err := w.d.DB.RenewLease(ctx, f, w.cfg.Lease)
-			if errors.Is(err, store.ErrLeaseLost) {
+			switch {
+			case err == nil:
+				renewed = time.Now()
+			case errors.Is(err, store.ErrLeaseLost):
 				cancel(errLeaseLost)
 				return
-			}
-			if err != nil && ctx.Err() == nil {
+			case ctx.Err() == nil:
 				w.log.WarnContext(ctx, "renew lease", slog.String("turn", f.Turn), slog.Any("error", err))
+				// Stop before the lease can run out under us: another worker
+				// may take the turn over then.
+				if time.Since(renewed) > w.cfg.Lease-w.cfg.Lease/3 {
+					cancel(errLeaseLost)
+					return
+				}
 			}
 		}
 	}

@@ -33,7 +33,7 @@ func toModel(msgs []store.Message) []gateway.Message {
 
 // fromModel converts a model answer's content to stored blocks.
 func fromModel(c gateway.Content) []store.Block {
-	var out []store.Block
+	out := []store.Block{} // an empty answer is stored as [], never NULL
 	for _, b := range c {
 		switch b.Type {
 		case gateway.BlockText:

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/store"
@@ -198,6 +201,9 @@ func (r *run) callModel(ctx context.Context, h store.History) error {
 	msg := store.Message{Role: "assistant", Content: fromModel(resp.Content), StopReason: resp.StopReason,
 		Usage: store.MessageUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
 			CacheReadTokens: resp.Usage.CacheReadInputTokens, CacheWriteTokens: resp.Usage.CacheCreationInputTokens}}
+	if err := r.uniqueToolUseIDs(ctx, msg.Content); err != nil {
+		return err
+	}
 	var extra []store.Output
 	for _, b := range msg.Content {
 		if b.Type == store.BlockToolUse {
@@ -282,6 +288,39 @@ func (r *run) runTools(ctx context.Context, calls []store.Block) error {
 		return err
 	}
 	r.w.d.Publisher.Publish(ctx, outs...)
+	return nil
+}
+
+// uniqueToolUseIDs gives every tool call of an answer an id of its own in
+// the session: the id keys the call's at-most-once record, and some
+// upstreams leave ids empty or repeat them.
+func (r *run) uniqueToolUseIDs(ctx context.Context, blocks []store.Block) error {
+	var ids []string
+	for _, b := range blocks {
+		if b.Type == store.BlockToolUse && b.ToolUseID != "" {
+			ids = append(ids, b.ToolUseID)
+		}
+	}
+	taken := map[string]bool{}
+	if len(ids) > 0 {
+		used, err := r.w.d.DB.UsedToolUseIDs(ctx, r.fence.Session, ids)
+		if err != nil {
+			return err
+		}
+		for _, id := range used {
+			taken[id] = true
+		}
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		if b.Type != store.BlockToolUse {
+			continue
+		}
+		if b.ToolUseID == "" || taken[b.ToolUseID] {
+			b.ToolUseID = "toolu_ballet_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+		}
+		taken[b.ToolUseID] = true
+	}
 	return nil
 }
 

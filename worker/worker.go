@@ -62,7 +62,7 @@ type Worker struct {
 
 	stopping atomic.Bool
 	mu       sync.Mutex
-	running  map[string]context.CancelCauseFunc
+	running  map[string]*runningTurn
 	cancel   context.CancelFunc
 	sub      *redis.PubSub
 	wg       sync.WaitGroup
@@ -82,7 +82,7 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	_, _ = rand.Read(suffix)
 	w := &Worker{cfg: cfg, planner: planner, shutdown: shutdown, d: d, log: d.Log, metrics: m,
 		id:      fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(suffix)),
-		running: map[string]context.CancelCauseFunc{}}
+		running: map[string]*runningTurn{}}
 	w.planners = tasks.NewPlanner(d.DB, d.Queue, d.Publisher, store.QueueLimits{}, d.Log)
 	return w, nil
 }
@@ -159,22 +159,28 @@ func (w *Worker) listenCancels(sub *redis.PubSub) {
 	defer w.wg.Done()
 	for msg := range sub.Channel() {
 		w.mu.Lock()
-		cancel := w.running[msg.Payload]
+		rt := w.running[msg.Payload]
 		w.mu.Unlock()
-		if cancel != nil {
-			cancel(errCancelled)
+		if rt != nil {
+			rt.cancel(errCancelled)
 		}
 	}
 }
 
+// runningTurn is a turn this worker runs, and how to stop it.
+type runningTurn struct{ cancel context.CancelCauseFunc }
+
 func (w *Worker) track(turn string, cancel context.CancelCauseFunc) func() {
+	rt := &runningTurn{cancel: cancel}
 	w.mu.Lock()
-	w.running[turn] = cancel
+	w.running[turn] = rt
 	w.mu.Unlock()
 	w.metrics.running.Inc()
 	return func() {
 		w.mu.Lock()
-		delete(w.running, turn)
+		if w.running[turn] == rt { // a resumed attempt may have replaced it
+			delete(w.running, turn)
+		}
 		w.mu.Unlock()
 		w.metrics.running.Dec()
 	}

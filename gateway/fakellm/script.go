@@ -39,7 +39,8 @@ type Answer struct {
 	Match string `yaml:"match"`
 	// Content is the reply: text and tool_use blocks.
 	Content []Block `yaml:"content"`
-	// StopReason defaults to tool_use when Content calls a tool, else end_turn.
+	// StopReason defaults to tool_use when Content calls a tool, else
+	// end_turn; with no Content it makes an empty answer.
 	StopReason string `yaml:"stop_reason"`
 	// Usage is reported as given; without it the fake estimates four
 	// characters per token, like a real upstream would count.
@@ -174,8 +175,10 @@ func (s *Script) compile() error {
 				return fmt.Errorf("fakellm: answer %d: unknown fault kind %q", i, f.Kind)
 			}
 		}
-		if len(a.Content) == 0 && a.Fault == nil {
-			return fmt.Errorf("fakellm: answer %d: no content and no fault", i)
+		// An answer with no content is allowed when it names its stop
+		// reason: real models do answer "content": [] now and then.
+		if len(a.Content) == 0 && a.Fault == nil && a.StopReason == "" {
+			return fmt.Errorf("fakellm: answer %d: no content and no fault (set stop_reason for an empty answer)", i)
 		}
 	}
 	return nil

@@ -1,0 +1,120 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+func TestEmptyModelAnswerEndsTheTurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "answers:\n  - stop_reason: end_turn\n")
+	e.start()
+	s := e.session()
+	outs := e.waitDone(s, e.send(s, "hello").Turn)
+	if outs[len(outs)-1].Text != "end_turn" {
+		t.Fatalf("outputs %v", types(outs))
+	}
+	if n := len(e.fake.Requests()); n != 1 {
+		t.Fatalf("%d model calls, want 1", n)
+	}
+}
+
+// An upstream that repeats tool_use ids must not make a later call reuse an
+// earlier call's result: every call runs, with an id of its own.
+func TestRepeatedToolUseIDsStillRunEachCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+answers:
+  - match: 'tool_result lookup'
+    content:
+      - text: "Done."
+  - match: '.'
+    content:
+      - tool_use: {id: same, name: lookup, input: {q: a}}
+      - tool_use: {id: same, name: lookup, input: {q: b}}
+`)
+	e.start()
+	s := e.session()
+	for _, text := range []string{"first", "second"} {
+		outs := e.waitDone(s, e.send(s, text).Turn)
+		results := 0
+		for _, o := range outs {
+			if o.Type == store.OutputToolResult {
+				results++
+			}
+		}
+		if results != 2 {
+			t.Fatalf("turn %q: %d tool results, want 2: %v", text, results, types(outs))
+		}
+	}
+	if n := e.calledTimes("lookup"); n != 4 {
+		t.Fatalf("lookup ran %d times, want 4", n)
+	}
+}
+
+// A turn that keeps failing ends after MaxTurnAttempts with an error output
+// instead of calling the model forever.
+func TestTurnEndsAfterTooManyAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: ok\n")
+	s := e.session()
+	res := e.send(s, "hello")
+	if _, err := e.db.Pool().Exec(context.Background(), `UPDATE planner_turns SET attempts = $2 WHERE id = $1`,
+		res.Turn, store.MaxTurnAttempts); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	outs := e.waitDone(s, res.Turn)
+	n := len(outs)
+	if outs[n-1].Text != "error" || outs[n-2].Type != store.OutputError || !strings.Contains(outs[n-2].Text, "attempts") {
+		t.Fatalf("outputs %+v", outs)
+	}
+	if len(e.fake.Requests()) != 0 {
+		t.Fatal("the model was called")
+	}
+}
+
+func TestCancelAcceptsAnUpperCaseTurnID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: ok\n")
+	s := e.session()
+	turn := e.send(s, "hello").Turn
+	res := e.cancel(s, strings.ToUpper(turn))
+	if len(res.Outputs) != 1 || res.Outputs[0].Turn != turn {
+		t.Fatalf("cancel %+v", res)
+	}
+}
+
+// asynq cancels a handler's context when its own lease is lost (Redis away)
+// or from the dashboard's cancel button; neither is a cancel of ours, so the
+// turn is handed back and resumes instead of ending as cancelled.
+func TestAsynqCancelHandsTheTurnBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+loop: true
+answers:
+  - chunk_size: 2
+    chunk_latency: 100ms
+    content:
+      - text: "An answer that takes about two seconds to stream."
+`)
+	e.start()
+	s := e.session()
+	turn := e.send(s, "hello").Turn
+	eventually(t, "the model stream to start", func() bool { return e.fake.Active() > 0 })
+	if err := e.queue.Inspector().CancelProcessing(turn); err != nil {
+		t.Fatal(err)
+	}
+	outs := e.waitDone(s, turn)
+	if done := outs[len(outs)-1]; done.Text != "end_turn" {
+		t.Fatalf("done %q, want end_turn: %v", done.Text, types(outs))
+	}
+	var attempts int
+	must(t, e.db.Pool().QueryRow(context.Background(), `SELECT attempts FROM planner_turns WHERE id = $1`, turn).Scan(&attempts))
+	if attempts < 2 {
+		t.Fatalf("%d attempts: the turn was not resumed", attempts)
+	}
+}
