@@ -41,7 +41,7 @@ func (db *DB) QueuedHeads(ctx context.Context, grace time.Duration, enqueuedBefo
 		  AND ((t.enqueued_at IS NULL AND t.created_at < now() - $1::interval) OR t.enqueued_at < $2)
 		  AND NOT EXISTS (SELECT 1 FROM planner_turns e WHERE e.session_id = t.session_id
 		                  AND e.position < t.position AND e.status IN ('queued', 'running'))
-		ORDER BY t.created_at LIMIT $3`, grace.String(), enqueuedBefore, limit)
+		ORDER BY COALESCE(t.enqueued_at, t.created_at) LIMIT $3`, grace.String(), enqueuedBefore, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: queued heads: %w", err)
 	}

@@ -49,7 +49,15 @@ func (w *Worker) sweepOnce(ctx context.Context) error {
 	for _, h := range heads {
 		if h.Enqueued != nil {
 			there, err := w.d.Queue.Exists(h.Turn)
-			if err != nil || there {
+			if err != nil {
+				continue
+			}
+			if there {
+				// Waiting its turn in a busy queue: look again a lease later,
+				// and let the heads behind it be looked at meanwhile.
+				if err := w.d.DB.MarkEnqueued(ctx, h.Turn); err != nil {
+					return err
+				}
 				continue
 			}
 			w.log.WarnContext(ctx, "queued turn missing from the queue; enqueueing again", slog.String("turn", h.Turn))
