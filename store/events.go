@@ -99,9 +99,7 @@ func MustJSON(v any) json.RawMessage {
 
 // EntityEvents lists the events of one entity in order, for history endpoints.
 func (db *DB) EntityEvents(ctx context.Context, entityType, entityID string, limit int) ([]Event, error) {
-	rows, err := db.pool.Query(ctx, `
-		SELECT seq, organization_id, COALESCE(project_id::text, ''), type, entity_type, entity_id,
-		       COALESCE(entity_key, ''), actor_kind, actor_subject, COALESCE(acting_for, ''), payload, occurred_at
+	rows, err := db.pool.Query(ctx, `SELECT `+eventColumns+`
 		FROM events WHERE entity_type = $1 AND entity_id = $2 ORDER BY seq LIMIT $3`,
 		entityType, entityID, limit)
 	if err != nil {
@@ -109,6 +107,10 @@ func (db *DB) EntityEvents(ctx context.Context, entityType, entityID string, lim
 	}
 	return pgx.CollectRows(rows, scanEvent)
 }
+
+// eventColumns are what scanEvent reads.
+const eventColumns = `seq, organization_id, COALESCE(project_id::text, ''), type, entity_type, entity_id,
+	COALESCE(entity_key, ''), actor_kind, actor_subject, COALESCE(acting_for, ''), payload, occurred_at`
 
 func scanEvent(row pgx.CollectableRow) (Event, error) {
 	var e Event

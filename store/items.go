@@ -237,32 +237,25 @@ func (db *DB) ListItems(ctx context.Context, caller Caller, projectKey string, f
 // otherwise it is a conflict whose details carry current_version
 // (tracker.write).
 func (db *DB) UpdateItem(ctx context.Context, caller Caller, key string, version int64, patch ItemPatch) (Item, error) {
-	if version < 1 {
-		return Item{}, fmt.Errorf("store: update item: %w", Errorf(CodeInvalid, "version: required (the version you read)"))
-	}
-	var out Item
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
-		w, it, err := lockItemForWrite(ctx, tx, caller, key)
-		if err != nil {
-			return err
-		}
-		if err := checkVersion(it, version); err != nil {
-			return err
-		}
-		out, err = w.updateItem(ctx, it, patch)
-		return err
+	return db.writeVersioned(ctx, caller, key, version, "update item", func(w *trackerTx, it Item) (Item, error) {
+		return w.updateItem(ctx, it, patch)
 	})
-	if err != nil {
-		return Item{}, fmt.Errorf("store: update item: %w", err)
-	}
-	return out, nil
 }
 
 // TransitionItem moves the item to state by the state machine of SPEC §3,
 // when version is its current version (tracker.write).
 func (db *DB) TransitionItem(ctx context.Context, caller Caller, key, state string, version int64) (Item, error) {
+	return db.writeVersioned(ctx, caller, key, version, "transition item", func(w *trackerTx, it Item) (Item, error) {
+		return w.transition(ctx, it, state)
+	})
+}
+
+// writeVersioned locks the item, checks that version is current and runs
+// write in one transaction.
+func (db *DB) writeVersioned(ctx context.Context, caller Caller, key string, version int64, op string,
+	write func(*trackerTx, Item) (Item, error)) (Item, error) {
 	if version < 1 {
-		return Item{}, fmt.Errorf("store: transition item: %w", Errorf(CodeInvalid, "version: required (the version you read)"))
+		return Item{}, fmt.Errorf("store: %s: %w", op, Errorf(CodeInvalid, "version: required (the version you read)"))
 	}
 	var out Item
 	err := db.Tx(ctx, func(tx pgx.Tx) error {
@@ -273,11 +266,11 @@ func (db *DB) TransitionItem(ctx context.Context, caller Caller, key, state stri
 		if err := checkVersion(it, version); err != nil {
 			return err
 		}
-		out, err = w.transition(ctx, it, state)
+		out, err = write(w, it)
 		return err
 	})
 	if err != nil {
-		return Item{}, fmt.Errorf("store: transition item: %w", err)
+		return Item{}, fmt.Errorf("store: %s: %w", op, err)
 	}
 	return out, nil
 }
@@ -311,10 +304,7 @@ func (db *DB) ItemHistory(ctx context.Context, caller Caller, key string) ([]Eve
 	if err != nil {
 		return nil, fmt.Errorf("store: item history: %w", err)
 	}
-	rows, err := db.pool.Query(ctx, `
-		SELECT seq, organization_id, COALESCE(project_id::text, ''), type, entity_type, entity_id,
-		       COALESCE(entity_key, ''), actor_kind, actor_subject, COALESCE(acting_for, ''), payload, occurred_at
-		FROM events
+	rows, err := db.pool.Query(ctx, `SELECT `+eventColumns+` FROM events
 		WHERE project_id = $1 AND (
 		      (entity_type = 'item' AND entity_id = $2) OR
 		      (entity_type = 'dependency' AND (payload->>'from' = $3 OR payload->>'to' = $3)))

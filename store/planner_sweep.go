@@ -68,7 +68,6 @@ func collectRefs(rows pgx.Rows) ([]TurnRef, error) {
 // are left out: the human withdrew them.
 type History struct {
 	Summary     string
-	UpTo        int64
 	SummaryTurn int64
 	Messages    []Message
 	// Cancelled lists the turns among them whose cancel was asked for.
@@ -90,15 +89,15 @@ func (h History) CancelRequested(turn string) bool {
 func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64) (History, error) {
 	var h History
 	var summary *string
-	var upTo, summaryTurn *int64
-	if err := db.pool.QueryRow(ctx, `SELECT summary, summary_up_to, summary_turn,
+	var summaryTurn *int64
+	if err := db.pool.QueryRow(ctx, `SELECT summary, summary_turn,
 			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND cancel_requested AND finished_at IS NULL)
 		FROM planner_sessions WHERE id = $1`,
-		sessionID).Scan(&summary, &upTo, &summaryTurn, &h.Cancelled); err != nil {
+		sessionID).Scan(&summary, &summaryTurn, &h.Cancelled); err != nil {
 		return History{}, fmt.Errorf("store: history: %w", notFound(err, "session %q", sessionID))
 	}
 	if summary != nil {
-		h.Summary, h.UpTo, h.SummaryTurn = *summary, *upTo, *summaryTurn
+		h.Summary, h.SummaryTurn = *summary, *summaryTurn
 	}
 	rows, err := db.pool.Query(ctx, `
 		SELECT m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,

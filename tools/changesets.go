@@ -79,11 +79,7 @@ func listChangesetsTool() Tool {
 			})),
 		},
 		Permission: store.PermTrackerRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			all, err := env.DB.ListChangesets(ctx, env.Caller, env.Project.Key, in.Status)
 			if err != nil {
 				return nil, err
@@ -93,7 +89,9 @@ func listChangesetsTool() Tool {
 				Count      int                `json:"count"`
 				Total      int                `json:"total"`
 				Truncated  bool               `json:"truncated,omitempty"`
-			}{Changesets: []changesetSummary{}, Total: len(all)}
+				// AtLeast says the store's list stopped at its cap.
+				AtLeast bool `json:"total_is_lower_bound,omitempty"`
+			}{Changesets: []changesetSummary{}, Total: len(all), AtLeast: len(all) >= store.MaxChangesetList}
 			for i, cs := range all {
 				if i == maxChangesets {
 					out.Truncated = true
@@ -103,7 +101,7 @@ func listChangesetsTool() Tool {
 			}
 			out.Count = len(out.Changesets)
 			return out, nil
-		},
+		}),
 	}
 }
 

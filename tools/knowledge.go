@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -32,11 +31,7 @@ func listSkillsTool() Tool {
 			InputSchema: mustSchema(object(schema{})),
 		},
 		Permission: store.PermSkillRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			all, err := env.DB.ProjectSkills(ctx, env.Caller, env.Project.Key)
 			if err != nil {
 				return nil, err
@@ -56,7 +51,7 @@ func listSkillsTool() Tool {
 			}
 			out.Count = len(out.Skills)
 			return out, nil
-		},
+		}),
 	}
 }
 
@@ -75,11 +70,7 @@ func readSkillTool() Tool {
 			}, "name")),
 		},
 		Permission: store.PermSkillRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			r, err := env.DB.ResolveSkill(ctx, env.Caller, env.Project.Key, in.Name)
 			if err != nil {
 				return nil, err
@@ -102,7 +93,7 @@ func readSkillTool() Tool {
 				out.Note = fmt.Sprintf("body cut at %d of %d characters", maxBodyChars, total)
 			}
 			return out, nil
-		},
+		}),
 	}
 }
 
@@ -128,11 +119,7 @@ func searchKnowledgeTool() Tool {
 			}, "query")),
 		},
 		Permission: store.PermKnowledgeRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			if strings.TrimSpace(in.Query) == "" {
 				return nil, store.Errorf(store.CodeInvalid, "query: must not be blank")
 			}
@@ -160,7 +147,7 @@ func searchKnowledgeTool() Tool {
 					Items: nonNil(h.Items), Version: h.Version, UpdatedAt: h.UpdatedAt, Snippet: short(h.Snippet, 400)})
 			}
 			return out, nil
-		},
+		}),
 	}
 }
 
@@ -219,17 +206,13 @@ func getKnowledgeTool() Tool {
 			}, "id")),
 		},
 		Permission: store.PermKnowledgeRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			k, err := env.DB.GetKnowledge(ctx, env.Caller, env.Project.OrganizationID, in.ID)
 			if err != nil {
 				return nil, namedNotFound(err, "knowledge entry %q not found", in.ID)
 			}
 			return knowledgeOf(k, true), nil
-		},
+		}),
 	}
 }
 
@@ -260,18 +243,14 @@ func createKnowledgeTool() Tool {
 			}, "kind", "title", "body")),
 		},
 		Permission: store.PermKnowledgeWrite,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			k, err := env.DB.CreateKnowledge(ctx, env.Caller, env.Project.OrganizationID, store.NewKnowledge{
 				Kind: in.Kind, Title: in.Title, Body: in.Body, Projects: []string{env.Project.Key}, Items: in.Items})
 			if err != nil {
 				return nil, err
 			}
 			return knowledgeOf(k, false), nil
-		},
+		}),
 	}
 }
 
@@ -301,11 +280,7 @@ func updateKnowledgeTool() Tool {
 			}, "id", "version")),
 		},
 		Permission: store.PermKnowledgeWrite,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			if in.Kind == nil && in.Title == nil && in.Body == nil && in.Items == nil {
 				return nil, store.Errorf(store.CodeInvalid, "give at least one of kind, title, body, items to change")
 			}
@@ -315,6 +290,6 @@ func updateKnowledgeTool() Tool {
 				return nil, namedNotFound(err, "knowledge entry %q not found", in.ID)
 			}
 			return knowledgeOf(k, false), nil
-		},
+		}),
 	}
 }

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,18 @@ func plannerTools() []Tool {
 
 // decode reads validated input strictly into v and refuses text the
 // database cannot hold (NUL characters), naming the field.
+// typed adapts a call on decoded input to a Tool.Call: the input is decoded
+// strictly into T first.
+func typed[T any](call func(ctx context.Context, env Env, in T) (any, error)) func(context.Context, Env, json.RawMessage) (any, error) {
+	return func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
+		var in T
+		if err := decode(raw, &in); err != nil {
+			return nil, err
+		}
+		return call(ctx, env, in)
+	}
+}
+
 func decode(input json.RawMessage, v any) error {
 	var raw any
 	if err := json.Unmarshal(input, &raw); err != nil {

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -84,11 +83,7 @@ func listItemsTool() Tool {
 			})),
 		},
 		Permission: store.PermTrackerRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			f := store.ItemFilter{Kind: in.Kind, State: in.State, Epic: normalizeKey(in.Epic),
 				Milestone: normalizeKey(in.Milestone), Limit: itemFetchCap + 1}
 			items, err := env.DB.ListItems(ctx, env.Caller, env.Project.Key, f)
@@ -96,7 +91,7 @@ func listItemsTool() Tool {
 				return nil, err
 			}
 			return listOf(items, len(items), len(items) > itemFetchCap, "narrow with kind, state, epic or milestone"), nil
-		},
+		}),
 	}
 }
 
@@ -148,11 +143,7 @@ func getItemTool() Tool {
 			}, "key")),
 		},
 		Permission: store.PermTrackerRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			key := normalizeKey(in.Key)
 			it, err := env.DB.GetItem(ctx, env.Caller, key)
 			if err != nil {
@@ -199,7 +190,7 @@ func getItemTool() Tool {
 				}
 			}
 			return out, nil
-		},
+		}),
 	}
 }
 
@@ -223,17 +214,13 @@ func listRunnableTool() Tool {
 			InputSchema: mustSchema(object(schema{})),
 		},
 		Permission: store.PermTrackerRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			items, err := env.DB.Runnable(ctx, env.Caller, env.Project.Key)
 			if err != nil {
 				return nil, err
 			}
 			return listOf(items, len(items), false, "use list_items with filters to see specific ones"), nil
-		},
+		}),
 	}
 }
 
@@ -270,11 +257,7 @@ func searchProjectTool() Tool {
 		// tracker.read for items; skill.read for skills (the store checks
 		// each kind it searches).
 		Permission: store.PermTrackerRead,
-		Call: func(ctx context.Context, env Env, raw json.RawMessage) (any, error) {
-			var in input
-			if err := decode(raw, &in); err != nil {
-				return nil, err
-			}
+		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			if strings.TrimSpace(in.Query) == "" {
 				return nil, store.Errorf(store.CodeInvalid, "query: must not be blank")
 			}
@@ -298,6 +281,6 @@ func searchProjectTool() Tool {
 			}
 			out.Count = len(out.Results)
 			return out, nil
-		},
+		}),
 	}
 }

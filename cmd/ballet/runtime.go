@@ -30,6 +30,7 @@ type runtime struct {
 	db  *store.DB
 	rdb redis.UniversalClient
 	reg *prometheus.Registry
+	q   *tasks.Queue // built once, shared by the api and the worker
 }
 
 // service is a long-running part of a process.

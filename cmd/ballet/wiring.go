@@ -27,9 +27,12 @@ func randomKey() string {
 func (rt *runtime) names() tasks.Names { return tasks.Names{Namespace: rt.cfg.Redis.Namespace} }
 
 func (rt *runtime) queue() *tasks.Queue {
-	// asynq's own timeout is a minute past ours, so that our deadline ends
-	// the turn cleanly first.
-	return tasks.NewQueue(rt.rdb, rt.names(), rt.cfg.Worker.TurnTimeout+time.Minute)
+	if rt.q == nil {
+		// asynq's own timeout is a minute past ours, so that our deadline
+		// ends the turn cleanly first.
+		rt.q = tasks.NewQueue(rt.rdb, rt.names(), rt.cfg.Worker.TurnTimeout+time.Minute)
+	}
+	return rt.q
 }
 
 func (rt *runtime) newAPI() (*api.Server, error) {
