@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,7 +21,6 @@ import (
 // env is an api on a database and Redis key space of the test's own, with
 // one organization "acme", project "WEB", and tokens for each role.
 type env struct {
-	t       *testing.T
 	srv     *api.Server
 	db      *store.DB
 	org     store.Organization
@@ -36,8 +36,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvOn(t, storetest.New(t))
+}
+
+// newEnvOn is newEnv on a database the test made itself (e.g. on a
+// private server it stops).
+func newEnvOn(t *testing.T, db *store.DB) *env {
+	t.Helper()
 	ctx := context.Background()
-	db := storetest.New(t)
 	rdb, _ := taskstest.New(t)
 	cfg := api.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -50,7 +56,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	e := &env{t: t, srv: srv, db: db, tokens: map[string]string{}}
+	e := &env{srv: srv, db: db, tokens: map[string]string{}}
 	sys := store.SystemActor()
 	must := func(err error) {
 		t.Helper()
@@ -93,12 +99,15 @@ type response struct {
 	Status int
 	Body   map[string]any
 	Raw    []byte
+	// Err is the transport error when no reply came (Status is then 0).
+	Err error
 }
 
 // do sends a request as the named token holder ("" sends none). body may be
-// nil, a string (sent as is) or anything JSON-encodable.
+// nil, a string (sent as is) or anything JSON-encodable. It fails no test:
+// a request that got no reply has Status 0 and Err set, which expect (called
+// with the *testing.T of the test that checks it) reports.
 func (e *env) do(method, path, who string, body any) response {
-	e.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -109,13 +118,13 @@ func (e *env) do(method, path, who string, body any) response {
 	default:
 		buf, err := json.Marshal(b)
 		if err != nil {
-			e.t.Fatal(err)
+			panic(fmt.Sprintf("do %s %s: encode body: %v", method, path, err))
 		}
 		r = bytes.NewReader(buf)
 	}
 	req, err := http.NewRequest(method, "http://"+e.srv.Addr()+path, r)
 	if err != nil {
-		e.t.Fatal(err)
+		return failed(fmt.Errorf("%s %s: %w", method, path, err))
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -125,18 +134,29 @@ func (e *env) do(method, path, who string, body any) response {
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		return failed(fmt.Errorf("%s %s: %w", method, path, err))
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return failed(fmt.Errorf("%s %s: read reply: %w", method, path, err))
+	}
 	out := response{Status: res.StatusCode, Raw: raw}
 	_ = json.Unmarshal(raw, &out.Body)
 	return out
 }
 
+// failed is the response of a request that got no reply.
+func failed(err error) response {
+	return response{Err: err, Raw: []byte(err.Error()), Body: map[string]any{}}
+}
+
 // expect fails the test unless the reply has the status.
 func (r response) expect(t *testing.T, status int) response {
 	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("no reply (want status %d): %v", status, r.Err)
+	}
 	if r.Status != status {
 		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Raw)
 	}

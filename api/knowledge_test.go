@@ -8,21 +8,21 @@ import (
 )
 
 // kbItem inserts a ticket with plain SQL; items belong to the tracker.
-func (e *env) kbItem(projectID, projectKey string, number int, title string) {
-	e.t.Helper()
+func (e *env) kbItem(t *testing.T, projectID, projectKey string, number int, title string) {
+	t.Helper()
 	_, err := e.db.Pool().Exec(context.Background(), `
 		INSERT INTO items (project_id, number, key, kind, title, description, state, type, review_mode, merge_mode, created_by)
 		VALUES ($1, $2, $3, 'ticket', $4, 'About '||$4, 'backlog', 'feature', 'agent', 'auto', 'test')`,
 		projectID, number, projectKey+"-"+strconv.Itoa(number), title)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 }
 
 func TestKnowledgeREST(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.kbItem(e.project.ID, "WEB", 1, "Login page")
+	e.kbItem(t, e.project.ID, "WEB", 1, "Login page")
 	base := "/api/v1/organizations/acme/knowledge/entries"
 	r := e.do("POST", base, "engineer", map[string]any{"kind": "decision", "title": "Use OIDC",
 		"body": "We use **OIDC**.", "projects": []string{"WEB"}, "items": []string{"WEB-1"}}).expect(t, 201)
@@ -56,7 +56,7 @@ func TestKnowledgeREST(t *testing.T) {
 		t.Fatalf("version 1 %s", r.Raw)
 	}
 	e.do("GET", base+"/"+id+"/versions/3", "viewer", nil).expect(t, 404)
-	if n := e.kbCount(`SELECT count(*) FROM events WHERE type IN ('knowledge.created', 'knowledge.updated')`); n != 3 {
+	if n := e.kbCount(t, `SELECT count(*) FROM events WHERE type IN ('knowledge.created', 'knowledge.updated')`); n != 3 {
 		t.Fatalf("knowledge events = %d, want 3", n)
 	}
 }

@@ -7,11 +7,11 @@ import (
 )
 
 // kbCount counts rows with a SQL count query.
-func (e *env) kbCount(sql string, args ...any) int {
-	e.t.Helper()
+func (e *env) kbCount(t *testing.T, sql string, args ...any) int {
+	t.Helper()
 	var n int
 	if err := e.db.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return n
 }
@@ -45,14 +45,14 @@ func kbRefuse(t *testing.T, e *env, counts []string, cases []kbRefusal) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := make([]int, len(counts))
 			for i, q := range counts {
-				before[i] = e.kbCount(q)
+				before[i] = e.kbCount(t, q)
 			}
 			r := e.do(tc.method, tc.path, tc.who, tc.body).expect(t, tc.status)
 			if r.errorCode() != tc.code || !strings.Contains(r.message(), tc.msg) {
 				t.Fatalf("error %q %q, want %q containing %q", r.errorCode(), r.message(), tc.code, tc.msg)
 			}
 			for i, q := range counts {
-				if n := e.kbCount(q); n != before[i] {
+				if n := e.kbCount(t, q); n != before[i] {
 					t.Fatalf("%s: %d, was %d: a refused request wrote something", q, n, before[i])
 				}
 			}
@@ -127,7 +127,7 @@ func TestSkillsREST(t *testing.T) {
 	}
 	e.do("DELETE", "/api/v1/projects/WEB/skills/ghost/pin", "admin", nil).expect(t, 204)
 	e.do("DELETE", "/api/v1/projects/WEB/skills/ghost/pin", "admin", nil).expect(t, 404)
-	if n := e.kbCount(`SELECT count(*) FROM events WHERE type IN ('skill.created', 'skill.updated', 'skill.published', 'skill.pinned', 'skill.unpinned')`); n != 9 {
+	if n := e.kbCount(t, `SELECT count(*) FROM events WHERE type IN ('skill.created', 'skill.updated', 'skill.published', 'skill.pinned', 'skill.unpinned')`); n != 9 {
 		t.Fatalf("skill events = %d, want 9", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
 )
 
 const okScript = `
@@ -379,13 +380,9 @@ answers:
 	}
 	s.Close()
 	// The gateway saw the caller go and recorded it; the fake's request ended.
-	deadline := time.Now().Add(20 * time.Second)
-	for e.fake.Active() != 0 || len(e.readUsage(t)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("upstream still active (%d) or no usage row", e.fake.Active())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	storetest.WaitFor(t, "the upstream request to end and its usage row", func() bool {
+		return e.fake.Active() == 0 && len(e.readUsage(t)) > 0
+	})
 	if rows := e.usageRows(t, 1); rows[0].Status != statusClientClosed {
 		t.Fatalf("usage = %+v", rows)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
 )
 
 // TestUsageTotalsEqualTheScript plays a script of known usage through JSON
@@ -134,9 +135,7 @@ func TestUsageWriterRidesOutAnOutage(t *testing.T) {
 		w.add(row(i))
 	}
 	// Wait until the writer has tried (and failed) a few times.
-	for sink.fails.Load() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	storetest.WaitFor(t, "three failed usage writes", func() bool { return sink.fails.Load() >= 3 })
 	if got := testCounter(t, reg, "ballet_llm_usage_dropped_total"); got != 2 {
 		t.Fatalf("dropped = %v, want 2 (12 rows into a buffer of 10)", got)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
 )
 
 const cancelScript = `
@@ -42,17 +42,10 @@ func (e *env) cancel(session, turn string) store.CancelResult {
 	return res
 }
 
-// eventually polls cond for up to 20s.
+// eventually polls cond until it holds, failing t after storetest's timeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	storetest.WaitFor(t, what, cond)
 }
 
 func assertCancelled(t *testing.T, e *env, session, turn string) []store.Output {

@@ -116,16 +116,13 @@ func (e *env) send(session, text string) store.SendResult {
 // stored outputs.
 func (e *env) waitDone(session, turn string) []store.Output {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		outs := e.outputs(session, turn)
-		if n := len(outs); n > 0 && outs[n-1].Type == store.OutputDone {
-			return outs
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	e.t.Fatalf("turn %s has no done output after 30s: %v", turn, types(e.outputs(session, turn)))
-	return nil
+	var outs []store.Output
+	storetest.WaitFor(e.t, "turn "+turn+"'s done output", func() bool {
+		outs = e.outputs(session, turn)
+		n := len(outs)
+		return n > 0 && outs[n-1].Type == store.OutputDone
+	})
+	return outs
 }
 
 func (e *env) outputs(session, turn string) []store.Output {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
 )
 
 // 1,000 turns from 100 sessions on two workers: nothing lost, and every turn
@@ -39,17 +40,12 @@ func TestThousandTurnsFromHundredSessions(t *testing.T) {
 		must(t, err)
 	}
 	ctx := context.Background()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var open int
+	var open int
+	if !storetest.Poll(3*time.Minute, func() bool {
 		must(t, e.db.Pool().QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE status IN ('queued', 'running')`).Scan(&open))
-		if open == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d turns still open after 3 minutes", open)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return open == 0
+	}) {
+		t.Fatalf("%d turns still open after 3 minutes", open)
 	}
 	var turns, done, dones int
 	must(t, e.db.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'done' AND done_reason = 'end_turn')

@@ -5,7 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/balletplanner/ballet/store/storetest"
 )
 
 // TestFakeLLMServesTheDemo starts `ballet fake-llm`, asks it the first
@@ -19,17 +20,21 @@ func TestFakeLLMServesTheDemo(t *testing.T) {
 		res *http.Response
 		err error
 	)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err = http.Post("http://"+addr+"/v1/messages", "application/json", strings.NewReader(body))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
+	var exited error
+	gone := false
+	storetest.Poll(storetest.WaitTimeout, func() bool {
 		select {
-		case err := <-p.done:
-			t.Fatalf("fake-llm exited (%v):\n%s", err, p.log())
-		case <-time.After(50 * time.Millisecond):
+		case exited = <-p.done:
+			p.done <- exited // for the cleanup
+			gone = true
+			return true
+		default:
 		}
+		res, err = http.Post("http://"+addr+"/v1/messages", "application/json", strings.NewReader(body))
+		return err == nil
+	})
+	if gone {
+		t.Fatalf("fake-llm exited (%v):\n%s", exited, p.log())
 	}
 	if err != nil {
 		t.Fatalf("fake-llm never answered: %v\n%s", err, p.log())

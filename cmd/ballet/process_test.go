@@ -11,15 +11,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/balletplanner/ballet/store/storetest"
 )
 
 // process is a ballet subprocess listening on ports of its own.
 type process struct {
-	cmd    *exec.Cmd
-	addr   string
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	done   chan error
+	cmd  *exec.Cmd
+	addr string
+	// metrics is the process's metrics listener (metrics.addr).
+	metrics string
+	mu      sync.Mutex
+	stderr  bytes.Buffer
+	done    chan error
 }
 
 func (p *process) Write(b []byte) (int, error) {
@@ -48,13 +52,14 @@ func freeAddr(t *testing.T) string {
 func startProcess(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
 	api, ops := freeAddr(t), freeAddr(t)
-	p := &process{addr: api, done: make(chan error, 1)}
+	p := &process{addr: api, metrics: freeAddr(t), done: make(chan error, 1)}
 	if args[0] == "worker" {
-		p.addr = ops // a worker serves health and metrics on worker.addr
+		p.addr = ops // a worker serves health on worker.addr
 	}
 	p.cmd = exec.Command(os.Args[0], args...)
 	p.cmd.Env = append(cleanEnv(), append([]string{"BALLET_TEST_AS_MAIN=1",
-		"BALLET_SERVER_ADDR=" + api, "BALLET_WORKER_ADDR=" + ops, "BALLET_GATEWAY_ADDR=" + freeAddr(t)}, env...)...)
+		"BALLET_SERVER_ADDR=" + api, "BALLET_WORKER_ADDR=" + ops, "BALLET_GATEWAY_ADDR=" + freeAddr(t),
+		"BALLET_METRICS_ADDR=" + p.metrics}, env...)...)
 	p.cmd.Stderr = p
 	p.cmd.Stdout = io.Discard
 	if err := p.cmd.Start(); err != nil {
@@ -70,36 +75,29 @@ func startProcess(t *testing.T, env []string, args ...string) *process {
 
 func (p *process) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		res, err := http.Get("http://" + p.addr + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
+	var exited error
+	gone := false
+	ready := storetest.Poll(storetest.WaitTimeout, func() bool {
 		select {
-		case err := <-p.done:
-			t.Fatalf("process exited (%v) before ready:\n%s", err, p.log())
-		case <-time.After(100 * time.Millisecond):
+		case exited = <-p.done:
+			p.done <- exited // for the cleanup
+			gone = true
+			return true
+		default:
 		}
+		res, err := http.Get("http://" + p.addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	switch {
+	case gone:
+		t.Fatalf("process exited (%v) before ready:\n%s", exited, p.log())
+	case !ready:
+		t.Fatalf("not ready after %s:\n%s", storetest.WaitTimeout, p.log())
 	}
-	t.Fatalf("not ready after 30s:\n%s", p.log())
-}
-
-func (p *process) get(t *testing.T, path string) string {
-	t.Helper()
-	res, err := http.Get("http://" + p.addr + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, res.StatusCode, b)
-	}
-	return string(b)
 }
 
 // stop sends SIGTERM and expects a clean exit.

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/store/storetest"
 )
 
 func TestParseRejectsBadScripts(t *testing.T) {
@@ -140,14 +140,11 @@ func TestListenAndServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- fakellm.ListenAndServe(ctx, addr, fakellm.Demo()) }()
 	var resp *http.Response
-	for range 200 {
+	storetest.Poll(storetest.WaitTimeout, func() bool {
 		resp, err = http.Post("http://"+addr+"/v1/chat/completions", "application/json",
 			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"plan a feature"}]}`))
-		if err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
