@@ -6,13 +6,19 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-# The database `make run` uses; tests make their own.
-BALLET_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ballet?sslmode=disable
-export BALLET_DATABASE_URL
+# The database `make run` uses, and the server tests make their own databases
+# on: user postgres with the dev password "ballet", as in docker-compose.yml and
+# deploy/dev/services.sh (which gives a distribution cluster that password).
+BALLET_DATABASE_URL ?= postgres://postgres:ballet@127.0.0.1:5432/ballet?sslmode=disable
+BALLET_TEST_DATABASE_URL ?= postgres://postgres:ballet@127.0.0.1:5432/postgres?sslmode=disable
+export BALLET_DATABASE_URL BALLET_TEST_DATABASE_URL
 
 .PHONY: build run test lint services bench clean
 
 build:
+	@echo "build: fetching Go modules (go mod download; the first time downloads every dependency)"
+	@$(GO) mod download
+	@echo "build: compiling $(BIN) (the first build compiles every dependency: a few minutes; later ones take seconds)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ballet
 
 services:

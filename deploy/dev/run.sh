@@ -3,16 +3,18 @@
 # `ballet serve` in the foreground, printing the URL and the demo token.
 set -euo pipefail
 BIN=${1:-bin/ballet}
-URL=${BALLET_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ballet?sslmode=disable}
+URL=${BALLET_DATABASE_URL:-postgres://postgres:ballet@127.0.0.1:5432/ballet?sslmode=disable}
 
 # The database named in the URL; create it through the server's postgres database.
 DB=$(sed -E 's#^[a-z]+://[^/]*/([^?]*).*#\1#' <<<"$URL")
 ADMIN_URL=$(sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1postgres#" <<<"$URL")
 if command -v psql >/dev/null 2>&1; then
-	if [ "$(psql "$ADMIN_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'")" != 1 ]; then
+	if [ "$(psql -w "$ADMIN_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'")" != 1 ]; then
 		echo "run: creating database $DB"
-		psql "$ADMIN_URL" -qc "CREATE DATABASE \"$DB\""
+		psql -w "$ADMIN_URL" -qc "CREATE DATABASE \"$DB\""
 	fi
+else
+	echo "run: psql is not installed; not creating database $DB (it must exist)"
 fi
 
 # Without a provider key the gateway answers from the scripted demo model.
@@ -21,13 +23,16 @@ if [ -z "${ANTHROPIC_API_KEY:-}${OPENAI_API_KEY:-}${BALLET_GATEWAY_FAKE:-}" ]; t
 	echo "run: no provider key configured; the gateway uses the scripted demo model (gateway.fake = demo)"
 fi
 
+echo "run: applying migrations ($BIN migrate up)"
 "$BIN" migrate up
+echo "run: loading the demo data ($BIN demo)"
 DEMO=$("$BIN" demo --json)
 TOKEN=$(sed -E 's/.*"token": ?"([^"]+)".*/\1/' <<<"$DEMO")
 ADDR=${BALLET_SERVER_ADDR:-:8080}
 PORT=${ADDR##*:}
+echo "run: demo loaded: $DEMO"
+echo "run: starting $BIN serve (api, worker and gateway; Ctrl-C stops it)"
 cat <<MSG
-run: demo loaded: $DEMO
 run: serving on http://127.0.0.1:$PORT  (health: /healthz, /readyz; metrics: /metrics)
 run: try  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:$PORT/api/v1/projects/DEMO/runnable
 MSG
