@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -15,9 +17,9 @@ func kbSearchEnv(t *testing.T) *env {
 	e := newEnv(t)
 	for n, title := range map[int]string{1: "Login page redesign", 2: "Password reset", 3: "Authentication service",
 		12: "Checkout flow", 120: "Cart badge"} {
-		e.kbItem(e.project.ID, "WEB", n, title)
+		e.kbItem(t, e.project.ID, "WEB", n, title)
 	}
-	e.kbItem(e.otherProject.ID, "GLX", 1, "Authentication at Globex")
+	e.kbItem(t, e.otherProject.ID, "GLX", 1, "Authentication at Globex")
 	e.do("POST", "/api/v1/organizations/acme/knowledge/entries", "admin", map[string]any{"kind": "decision",
 		"title": "Authentication with OIDC", "body": "We use an identity provider."}).expect(t, 201)
 	e.do("POST", "/api/v1/skills", "admin", map[string]any{"name": "login-review", "scope": "organization:acme",
@@ -67,7 +69,7 @@ func TestSearchREST(t *testing.T) {
 			e.do("GET", "/api/v1/organizations/acme/knowledge/search?q="+url.QueryEscape(q), "viewer", nil).expect(t, 200).kbList(t)
 		})
 	}
-	if n := e.kbCount(`SELECT count(*) FROM items`); n != 6 {
+	if n := e.kbCount(t, `SELECT count(*) FROM items`); n != 6 {
 		t.Fatalf("items = %d after the searches", n)
 	}
 	kbRefuse(t, e, nil, []kbRefusal{
@@ -113,4 +115,34 @@ func TestKnowledgeSearchREST(t *testing.T) {
 		{"bad kind", "GET", base + "q=x&kind=memo", "viewer", nil, 400, "invalid_argument", "kind:"},
 		{"limit", "GET", base + "q=x&limit=0", "viewer", nil, 400, "invalid_argument", "limit:"},
 	})
+}
+
+// TestSearchBoundsREST: a query over the term or length limit is 400
+// naming the limit, on both search paths, and nothing is written.
+func TestSearchBoundsREST(t *testing.T) {
+	t.Parallel()
+	e := kbSearchEnv(t)
+	var negations []string
+	for i := range 100 {
+		negations = append(negations, "-x"+strconv.Itoa(i))
+	}
+	var cases []kbRefusal
+	for _, tc := range []struct{ name, q, msg string }{
+		{"50 dashes", strings.Repeat("-", 50), "q: at most 16 terms (words and operators such as -), got 50"},
+		{"lorem ipsum x40", strings.TrimSpace(strings.Repeat("lorem ipsum ", 40)), "q: at most 16 terms"},
+		{"-x0 … -x99", strings.Join(negations, " "), "q: at most 16 terms"},
+		{"too long", strings.Repeat("x", 501), "q: at most 500 characters, got 501"},
+	} {
+		q := "q=" + url.QueryEscape(tc.q)
+		cases = append(cases,
+			kbRefusal{tc.name, "GET", "/api/v1/search?" + q, "viewer", nil, 400, "invalid_argument", tc.msg},
+			kbRefusal{"knowledge " + tc.name, "GET", "/api/v1/organizations/acme/knowledge/search?" + q, "viewer", nil,
+				400, "invalid_argument", tc.msg})
+	}
+	kbRefuse(t, e, []string{`SELECT count(*) FROM items`, `SELECT count(*) FROM knowledge_entries`}, cases)
+	hits := e.do("GET", "/api/v1/search?q="+url.QueryEscape("login "+strings.Repeat("- ", 14)+"page"), "viewer", nil).
+		expect(t, 200).kbList(t)
+	if len(hits) == 0 {
+		t.Fatalf("a query of 16 terms found nothing")
+	}
 }

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Search is hybrid (SPEC §6, §10): a full-text leg (websearch_to_tsquery,
@@ -18,7 +19,6 @@ import (
 const (
 	rrfK            = 60
 	searchCandidate = 100 // candidates taken from each leg before fusion
-	maxSearchQuery  = 500 // runes
 	maxSearchLimit  = 50
 	defaultLimit    = 20
 )
@@ -60,15 +60,18 @@ type SearchHit struct {
 	Score   float64 `json:"score"`
 }
 
-// cleanQuery validates the query text and the limit. NUL bytes and invalid
-// UTF-8, which Postgres text cannot hold, become spaces.
-func cleanQuery(q string, limit int) (string, int, error) {
+// cleanQuery validates the query text (see searchLimits.checkQuery) and
+// the limit. NUL bytes and invalid UTF-8, which Postgres text cannot hold,
+// become spaces.
+func (l searchLimits) cleanQuery(q string, limit int) (string, int, error) {
 	q = strings.TrimSpace(strings.ToValidUTF8(strings.ReplaceAll(q, "\x00", " "), " "))
-	switch {
-	case q == "":
+	if q == "" {
 		return "", 0, Errorf(CodeInvalid, "q: must not be empty")
-	case utf8.RuneCountInString(q) > maxSearchQuery:
-		return "", 0, Errorf(CodeInvalid, "q: at most %d characters", maxSearchQuery)
+	}
+	if err := l.checkQuery(q); err != nil {
+		return "", 0, err
+	}
+	switch {
 	case limit == 0:
 		limit = defaultLimit
 	case limit < 1 || limit > maxSearchLimit:
@@ -114,7 +117,7 @@ func readScopeOf(p *Principal, perm Permission) readScope {
 // those that apply to it (platform, its organization, itself); an explicit
 // kind the caller may not read there is refused, an implicit one skipped.
 func (db *DB) Search(ctx context.Context, caller Caller, sq SearchQuery) ([]SearchHit, error) {
-	q, limit, err := cleanQuery(sq.Q, sq.Limit)
+	q, limit, err := db.search.cleanQuery(sq.Q, sq.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: search: %w", err)
 	}
@@ -142,20 +145,42 @@ func (db *DB) Search(ctx context.Context, caller Caller, sq SearchQuery) ([]Sear
 			return nil, fmt.Errorf("store: search: %w", itemErr)
 		}
 	}
-	var hits []SearchHit
-	if (sq.Kind == "" || sq.Kind == SearchItems) && !itemScope.empty() {
-		h, err := db.searchItems(ctx, q, limit, itemScope, sq.Embedder)
-		if err != nil {
+	items := (sq.Kind == "" || sq.Kind == SearchItems) && !itemScope.empty()
+	skills := (sq.Kind == "" || sq.Kind == SearchSkills) && !skillScope.empty()
+	// The semantic ranks and the organizations of skills are looked up
+	// before the search takes its connection.
+	var itemSem, skillSem, skillOrgs []string
+	if items {
+		if itemSem, err = db.semanticRank(ctx, sq.Embedder, embedItem, q, itemScope); err != nil {
 			return nil, fmt.Errorf("store: search items: %w", err)
 		}
-		hits = append(hits, h...)
 	}
-	if (sq.Kind == "" || sq.Kind == SearchSkills) && !skillScope.empty() {
-		h, err := db.searchSkills(ctx, q, limit, skillScope, project, sq.Embedder)
-		if err != nil {
+	if skills {
+		skillOrgs = db.skillOrganizations(ctx, skillScope, project)
+		if skillSem, err = db.semanticRank(ctx, sq.Embedder, embedSkill, q, skillScope); err != nil {
 			return nil, fmt.Errorf("store: search skills: %w", err)
 		}
-		hits = append(hits, h...)
+	}
+	var hits []SearchHit
+	err = db.searchTx(ctx, searchTenant(caller, project.OrganizationID), func(tx pgx.Tx) error {
+		if items {
+			h, err := searchItems(ctx, tx, q, limit, itemScope, itemSem)
+			if err != nil {
+				return fmt.Errorf("items: %w", err)
+			}
+			hits = append(hits, h...)
+		}
+		if skills {
+			h, err := searchSkills(ctx, tx, q, limit, skillScope, skillOrgs, skillSem)
+			if err != nil {
+				return fmt.Errorf("skills: %w", err)
+			}
+			hits = append(hits, h...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: search: %w", err)
 	}
 	return topHits(hits, limit), nil
 }
@@ -180,12 +205,8 @@ func topHits(hits []SearchHit, limit int) []SearchHit {
 	return hits
 }
 
-func (db *DB) searchItems(ctx context.Context, q string, limit int, rs readScope, e Embedder) ([]SearchHit, error) {
-	sem, err := db.semanticRank(ctx, e, embedItem, q, rs)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.pool.Query(ctx, itemSearchSQL, q, limit, searchCandidate,
+func searchItems(ctx context.Context, tx pgx.Tx, q string, limit int, rs readScope, sem []string) ([]SearchHit, error) {
+	rows, err := tx.Query(ctx, itemSearchSQL, q, limit, searchCandidate,
 		rs.all, nonNil(rs.organizations), nonNil(rs.projects), nonNil(sem), rrfK, headlineOptions)
 	if err != nil {
 		return nil, err
@@ -202,24 +223,24 @@ func (db *DB) searchItems(ctx context.Context, q string, limit int, rs readScope
 	return hits, rows.Err()
 }
 
-func (db *DB) searchSkills(ctx context.Context, q string, limit int, rs readScope, project Project, e Embedder) ([]SearchHit, error) {
-	// Platform skills are readable by whoever reads skills anywhere;
-	// organization skills by whoever reads them in the organization.
-	orgs := nonNil(rs.organizations)
+// skillOrganizations are the organizations whose organization skills a
+// search may return. Platform skills are readable by whoever reads skills
+// anywhere; organization skills by whoever reads them in the organization.
+func (db *DB) skillOrganizations(ctx context.Context, rs readScope, project Project) []string {
 	if project.ID != "" {
-		orgs = []string{project.OrganizationID}
-	} else {
-		for _, pid := range rs.projects {
-			if oid := projectOrganization(ctx, db, pid); oid != "" {
-				orgs = append(orgs, oid)
-			}
+		return []string{project.OrganizationID}
+	}
+	orgs := nonNil(rs.organizations)
+	for _, pid := range rs.projects {
+		if oid := projectOrganization(ctx, db, pid); oid != "" {
+			orgs = append(orgs, oid)
 		}
 	}
-	sem, err := db.semanticRank(ctx, e, embedSkill, q, rs)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.pool.Query(ctx, skillSearchSQL, q, limit, searchCandidate,
+	return orgs
+}
+
+func searchSkills(ctx context.Context, tx pgx.Tx, q string, limit int, rs readScope, orgs, sem []string) ([]SearchHit, error) {
+	rows, err := tx.Query(ctx, skillSearchSQL, q, limit, searchCandidate,
 		rs.all, orgs, nonNil(rs.organizations), nonNil(rs.projects), nonNil(sem), rrfK, headlineOptions)
 	if err != nil {
 		return nil, err
@@ -280,7 +301,7 @@ type KnowledgeHit struct {
 // SearchKnowledge searches the organization's knowledge space
 // (knowledge.read), best first.
 func (db *DB) SearchKnowledge(ctx context.Context, caller Caller, orgKey string, ks KnowledgeSearch) ([]KnowledgeHit, error) {
-	q, limit, err := cleanQuery(ks.Q, ks.Limit)
+	q, limit, err := db.search.cleanQuery(ks.Q, ks.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: search knowledge: %w", err)
 	}
@@ -297,22 +318,25 @@ func (db *DB) SearchKnowledge(ctx context.Context, caller Caller, orgKey string,
 	if err != nil {
 		return nil, fmt.Errorf("store: search knowledge: %w", err)
 	}
-	rows, err := db.pool.Query(ctx, knowledgeSearchSQL, q, limit, searchCandidate, org.ID, ks.Kind,
-		strings.ToUpper(ks.Project), nonNil(sem), rrfK, headlineOptions)
-	if err != nil {
-		return nil, fmt.Errorf("store: search knowledge: %w", err)
-	}
-	defer rows.Close()
 	hits := []KnowledgeHit{}
-	for rows.Next() {
-		var h KnowledgeHit
-		if err := rows.Scan(&h.ID, &h.Kind, &h.Title, &h.Projects, &h.Items, &h.Version, &h.UpdatedAt,
-			&h.Snippet, &h.Score); err != nil {
-			return nil, fmt.Errorf("store: search knowledge: %w", err)
+	err = db.searchTx(ctx, org.ID, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, knowledgeSearchSQL, q, limit, searchCandidate, org.ID, ks.Kind,
+			strings.ToUpper(ks.Project), nonNil(sem), rrfK, headlineOptions)
+		if err != nil {
+			return err
 		}
-		hits = append(hits, h)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var h KnowledgeHit
+			if err := rows.Scan(&h.ID, &h.Kind, &h.Title, &h.Projects, &h.Items, &h.Version, &h.UpdatedAt,
+				&h.Snippet, &h.Score); err != nil {
+				return err
+			}
+			hits = append(hits, h)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("store: search knowledge: %w", err)
 	}
 	return hits, nil

@@ -22,6 +22,20 @@ type Config struct {
 	Migrate bool `toml:"migrate"`
 	// ConnectTimeout bounds the first connection at start-up.
 	ConnectTimeout time.Duration `toml:"connect_timeout"`
+	// SearchTimeout is the statement timeout of one search.
+	SearchTimeout time.Duration `toml:"search_timeout"`
+	// SearchMaxConns caps the connections that searches hold at once in
+	// this process; the rest of the pool stays free for everything else.
+	SearchMaxConns int `toml:"search_max_conns"`
+	// SearchMaxConnsPerOrg caps those of one organization.
+	SearchMaxConnsPerOrg int `toml:"search_max_conns_per_org"`
+	// SearchQueueTimeout is how long a search waits for one of those
+	// connections before it is refused.
+	SearchQueueTimeout time.Duration `toml:"search_queue_timeout"`
+	// SearchMaxTerms bounds the words and operators of a search query.
+	SearchMaxTerms int `toml:"search_max_terms"`
+	// SearchMaxChars bounds the length of a search query, in characters.
+	SearchMaxChars int `toml:"search_max_chars"`
 }
 
 // DefaultConfig returns the built-in database defaults.
@@ -31,6 +45,13 @@ func DefaultConfig() Config {
 		MaxConns:       20,
 		Migrate:        true,
 		ConnectTimeout: 5 * time.Second,
+
+		SearchTimeout:        defaultSearch.timeout,
+		SearchMaxConns:       defaultSearch.maxConns,
+		SearchMaxConnsPerOrg: defaultSearch.perOrg,
+		SearchQueueTimeout:   defaultSearch.wait,
+		SearchMaxTerms:       defaultSearch.maxTerms,
+		SearchMaxChars:       defaultSearch.maxChars,
 	}
 }
 
@@ -48,12 +69,13 @@ func (c Config) Validate() error {
 	if c.ConnectTimeout <= 0 {
 		return errors.New("database.connect_timeout: must be positive")
 	}
-	return nil
+	return c.validateSearch()
 }
 
 // DB is the handle every query goes through.
 type DB struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	search searchLimits
 }
 
 // Open connects to Postgres and checks that it answers.
@@ -78,11 +100,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: postgres at %s is unreachable: %w", describe(pc.ConnConfig), err)
 	}
-	return &DB{pool: pool}, nil
+	return &DB{pool: pool, search: searchLimitsOf(cfg)}, nil
 }
 
-// New wraps an existing pool.
-func New(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
+// New wraps an existing pool; searches get the default limits.
+func New(pool *pgxpool.Pool) *DB {
+	return &DB{pool: pool, search: searchLimitsOf(Config{MaxConns: pool.Config().MaxConns})}
+}
 
 // Pool returns the underlying pgx pool.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
