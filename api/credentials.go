@@ -20,11 +20,21 @@ type CredentialSealer interface {
 	SealCredential(organizationID, projectID, provider, apiKey, baseURL, createdBy string) store.Credential
 }
 
+// UpstreamPolicy decides which endpoints a credential's base_url may name;
+// the error says why one is refused. The gateway's *gateway.Upstreams is one.
+type UpstreamPolicy interface {
+	CheckUpstream(baseURL string) error
+}
+
 // Bounds of a credential's fields.
 const (
 	maxAPIKeyLen  = 4096
 	maxBaseURLLen = 2048
 )
+
+// upstreamRule says what a refused base_url must match.
+const upstreamRule = "a base_url must match an entry of the server's gateway.allowed_upstreams " +
+	"(scheme, host, port and path prefix); ask the operator to allow a new upstream"
 
 // Scopes of a credential or of limits, as the replies name them.
 const (
@@ -212,6 +222,11 @@ func (s *Server) putCredential(c *fiber.Ctx, t scopeRef) error {
 	baseURL, err := validateBaseURL(req.BaseURL)
 	if err != nil {
 		return err
+	}
+	if baseURL != "" && s.upstreams != nil {
+		if err := s.upstreams.CheckUpstream(baseURL); err != nil {
+			return store.Errorf(store.CodeInvalid, "base_url: %v; %s", err, upstreamRule)
+		}
 	}
 	sealed := s.sealer.SealCredential(t.orgID, t.projectID, provider, req.APIKey, baseURL, principal(c).Subject)
 	out, err := s.db.PutCredential(c.UserContext(), sealed)

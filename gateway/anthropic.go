@@ -39,15 +39,6 @@ func (anthropicProvider) request(ctx context.Context, c *call) (*http.Request, e
 	return req, nil
 }
 
-// errorBody keeps an Anthropic error as it is and wraps anything else.
-func (anthropicProvider) errorBody(status int, body []byte) []byte {
-	var e ErrorBody
-	if json.Unmarshal(body, &e) == nil && e.Type == "error" && e.Error.Type != "" {
-		return body
-	}
-	return errorJSON(errorTypeForStatus(status), fmt.Sprintf("upstream answered %d: %s", status, truncate(string(body), 500)))
-}
-
 func (anthropicProvider) events(_ *call, body io.ReadCloser) eventSource {
 	return &anthropicEvents{r: newSSEReader(body), body: body}
 }
@@ -88,10 +79,3 @@ func (a *anthropicEvents) next() (sseEvent, error) {
 }
 
 func (a *anthropicEvents) close() { a.body.Close() }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

@@ -33,6 +33,14 @@ type Config struct {
 	// credential names none.
 	AnthropicURL string `toml:"anthropic_url"`
 	OpenAIURL    string `toml:"openai_url"`
+	// AllowedUpstreams are the endpoints a credential's base_url may name:
+	// hosts (https on that host, port 443 unless given) or URL prefixes
+	// (scheme, host, port and a path prefix). anthropic_url, openai_url and
+	// the in-process fake upstream are always allowed.
+	AllowedUpstreams []string `toml:"allowed_upstreams"`
+	// MaxModelLabels caps the distinct model names used as metric labels;
+	// further names are counted under the label "_other".
+	MaxModelLabels int `toml:"max_model_labels"`
 	// ConnectTimeout bounds dialing an upstream; HeaderTimeout bounds the wait
 	// for its response headers (long answers stream well past it).
 	ConnectTimeout time.Duration `toml:"connect_timeout"`
@@ -68,6 +76,8 @@ func DefaultConfig() Config {
 		MaxRequestBytes:     32 << 20,
 		AnthropicURL:        "https://api.anthropic.com",
 		OpenAIURL:           "https://api.openai.com/v1",
+		AllowedUpstreams:    []string{"api.anthropic.com", "api.openai.com"},
+		MaxModelLabels:      200,
 		ConnectTimeout:      10 * time.Second,
 		HeaderTimeout:       5 * time.Minute,
 		RetryMaxAttempts:    3,
@@ -92,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.Addr == "" {
 		return errors.New("gateway.addr: must not be empty")
+	}
+	if _, err := NewUpstreams(c.AllowedUpstreams...); err != nil {
+		return fmt.Errorf("gateway.allowed_upstreams: %w", err)
 	}
 	if c.Fake != "" && c.Fake != "demo" {
 		if _, err := os.Stat(c.Fake); err != nil {
@@ -137,6 +150,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.usage_batch_size: must be at least 1, got %d", c.UsageBatchSize)
 	case c.UsageBuffer < c.UsageBatchSize:
 		return fmt.Errorf("gateway.usage_buffer: must be at least usage_batch_size (%d), got %d", c.UsageBatchSize, c.UsageBuffer)
+	case c.MaxModelLabels < 1:
+		return fmt.Errorf("gateway.max_model_labels: must be at least 1, got %d", c.MaxModelLabels)
 	case c.RedisPrefix == "":
 		return errors.New("gateway.redis_prefix: must not be empty")
 	}

@@ -101,6 +101,8 @@ func newEnv(t testing.TB, script *fakellm.Script, opts ...envOption) *env {
 	cfg.RedisPrefix = "test:" + randomHex(8) + ":"
 	cfg.RetryInitialBackoff, cfg.RetryMaxBackoff = time.Millisecond, 5*time.Millisecond
 	cfg.UsageFlushInterval = 20 * time.Millisecond
+	// The test's fake upstream is the operator's, like gateway.fake.
+	cfg.AllowedUpstreams = append(cfg.AllowedUpstreams, e.fake.URL())
 	if set.cfg != nil {
 		set.cfg(&cfg)
 	}
@@ -202,14 +204,12 @@ func hello(stream bool) MessageRequest {
 // the gateway records a call just after its last byte reached the caller.
 func (e *env) usageRows(t testing.TB, want int) []store.Usage {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rows := e.readUsage(t)
-		if len(rows) >= want || time.Now().After(deadline) {
-			return rows
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var rows []store.Usage
+	storetest.Poll(storetest.WaitTimeout, func() bool {
+		rows = e.readUsage(t)
+		return len(rows) >= want
+	})
+	return rows
 }
 
 func (e *env) readUsage(t testing.TB) []store.Usage {

@@ -14,6 +14,8 @@ type metrics struct {
 	retries  *prometheus.CounterVec
 	dropped  prometheus.Counter
 	written  prometheus.Counter
+	// models bounds the model label; nil keeps every name.
+	models *modelLabels
 }
 
 func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, error) {
@@ -53,6 +55,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 
 // observe counts one finished call.
 func (m *metrics) observe(org, project, model string, status int, u Usage) {
+	model = m.models.label(model, status >= 200 && status <= 299)
 	m.requests.WithLabelValues(org, project, model, fmt.Sprint(status)).Inc()
 	for _, t := range []struct {
 		typ string

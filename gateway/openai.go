@@ -177,20 +177,6 @@ func (openaiProvider) request(ctx context.Context, c *call) (*http.Request, erro
 	return req, nil
 }
 
-// errorBody turns {"error":{"message"}} (or anything) into the Anthropic form.
-func (openaiProvider) errorBody(status int, body []byte) []byte {
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	msg := truncate(string(body), 500)
-	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-		msg = e.Error.Message
-	}
-	return errorJSON(errorTypeForStatus(status), msg)
-}
-
 // stopReason maps a finish_reason to a stop reason.
 func stopReason(finish string) string {
 	switch finish {

@@ -94,7 +94,7 @@ func (o *openaiEvents) next() (sseEvent, error) {
 
 func (o *openaiEvents) translate(ch *oaChunk) {
 	if ch.Error != nil {
-		o.emit("error", ErrorBody{Type: "error", Error: ErrorDetail{Type: ErrAPI, Message: ch.Error.Message}})
+		o.emit("error", ErrorBody{Type: "error", Error: ErrorDetail{Type: ErrAPI, Message: cleanMessage(ch.Error.Message)}})
 		o.done = true
 		return
 	}

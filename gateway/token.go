@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 )
 
 // Token constants: every gateway token is for this audience and carries the
@@ -109,10 +110,26 @@ func VerifyToken(key []byte, token string) (Principal, error) {
 	if c.Organization == "" || c.Subject == "" {
 		return Principal{}, fmt.Errorf("%w: no organization or subject", ErrInvalidToken)
 	}
+	if !isUUID(c.Organization) {
+		return Principal{}, fmt.Errorf("%w: the organization claim is not a UUID", ErrInvalidToken)
+	}
+	if c.Project != "" && !isUUID(c.Project) {
+		return Principal{}, fmt.Errorf("%w: the project claim is not a UUID", ErrInvalidToken)
+	}
 	return Principal{
 		Subject: c.Subject, Organization: c.Organization, Project: c.Project, Session: c.Session,
 		ActingFor: c.ActingFor, Capabilities: c.Capabilities,
 	}, nil
+}
+
+// isUUID reports whether s is a UUID in its 36-character form, the form of
+// every id the gateway looks up.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(s)
+	return err == nil
 }
 
 // Can reports whether the principal holds a capability.

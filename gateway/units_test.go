@@ -89,7 +89,8 @@ func TestSealer(t *testing.T) {
 func TestMintAndVerify(t *testing.T) {
 	t.Parallel()
 	key := []byte("signing-key")
-	p := Principal{Organization: "org-1", Project: "proj-1", Session: "sess-1", ActingFor: "alice"}
+	const org, project = "0b7d5d3e-8d1c-4a57-9a51-6f2f4c1b2a10", "5c0a9e27-41a4-4a8e-b0f3-2d7c9e1f3b20"
+	p := Principal{Organization: org, Project: project, Session: "sess-1", ActingFor: "alice"}
 	tok, err := Mint(key, p, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestMintAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Subject != "planner:sess-1" || got.Organization != "org-1" || got.Project != "proj-1" ||
+	if got.Subject != "planner:sess-1" || got.Organization != org || got.Project != project ||
 		got.ActingFor != "alice" || !got.Can(CapabilityInvoke) {
 		t.Fatalf("principal = %+v", got)
 	}

@@ -35,8 +35,6 @@ type provider interface {
 	prepare(c *call) error
 	// request builds the HTTP request of one attempt.
 	request(ctx context.Context, c *call) (*http.Request, error)
-	// errorBody turns an upstream error body into the Anthropic form.
-	errorBody(status int, body []byte) []byte
 	// events reads a 2xx streamed answer as Anthropic events.
 	events(c *call, body io.ReadCloser) eventSource
 	// message reads a 2xx JSON answer as an Anthropic message body;
@@ -115,6 +113,9 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 	if err != nil {
 		return nil, false, 0, &gatewayError{http.StatusInternalServerError, ErrAPI, "gateway: build upstream request: " + err.Error()}
 	}
+	if err := s.upstreams.Check(req.URL.String()); err != nil {
+		return nil, false, 0, &gatewayError{http.StatusForbidden, ErrPermission, "upstream " + c.provider + " is not allowed: " + UpstreamRule}
+	}
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return nil, true, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " unreachable: " + err.Error()}
@@ -122,7 +123,7 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
-		a = &answer{status: resp.StatusCode, errBody: p.errorBody(resp.StatusCode, body), retryAfter: resp.Header.Get("Retry-After")}
+		a = &answer{status: resp.StatusCode, errBody: upstreamErrorBody(c.provider, resp.StatusCode, body), retryAfter: resp.Header.Get("Retry-After")}
 		return a, retryableStatus(resp.StatusCode), retryAfter(resp.Header), nil
 	}
 	if c.stream {
@@ -139,10 +140,9 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 			// An error before anything reached the caller: answer it with its
 			// status, and retry it like one.
 			src.close()
-			var m meter
-			m.observe(first)
-			status := statusForErrorType(m.errType)
-			return &answer{status: status, errBody: first.data}, retryableStatus(status), 0, nil
+			typ, body := streamErrorBody(c.provider, first.data)
+			status := statusForErrorType(typ)
+			return &answer{status: status, errBody: body}, retryableStatus(status), 0, nil
 		}
 		return &answer{src: src, first: first}, false, 0, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +152,8 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 	_, _ = rand.Read(key)
 	cfg := base
 	cfg.Fake = ""
+	// The bench's own fake upstream is the operator's: allow it.
+	cfg.AllowedUpstreams = append(slices.Clone(cfg.AllowedUpstreams), e.fake.URL())
 	cfg.SigningKey = benchHex(32)
 	cfg.CredentialsKey, cfg.CredentialsKeyFile = base64.StdEncoding.EncodeToString(key), ""
 	sealer, err := gateway.NewSealer(key)

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// maxUpstreamMessage caps, in characters, an upstream error message passed
+// to the caller.
+const maxUpstreamMessage = 500
+
+// knownErrorTypes are the Anthropic error types passed on as they are; any
+// other type is replaced by the one of the status.
+var knownErrorTypes = map[string]bool{
+	ErrInvalidRequest: true, ErrAuthentication: true, ErrPermission: true, ErrNotFound: true,
+	ErrTooLarge: true, ErrRateLimit: true, ErrAPI: true, ErrOverloaded: true,
+	"billing_error": true, "timeout_error": true,
+}
+
+// upstreamErrorBody turns an upstream's error answer into the Anthropic
+// error the caller sees. Only a short message parsed from a provider-shaped
+// JSON error ({"type":"error","error":{...}} or {"error":{"message":...}}
+// or {"error":"..."}) passes; anything else becomes a generic message with
+// the status, so that no upstream body reaches the caller as it is.
+func upstreamErrorBody(provider string, status int, body []byte) []byte {
+	typ, msg := parseUpstreamError(body)
+	if !knownErrorTypes[typ] {
+		typ = errorTypeForStatus(status)
+	}
+	if msg == "" {
+		msg = "upstream " + provider + " answered " + strconv.Itoa(status)
+		if text := http.StatusText(status); text != "" {
+			msg += " " + text
+		}
+	}
+	return errorJSON(typ, msg)
+}
+
+// streamErrorBody rewrites the data of a streamed error event the same way;
+// it returns the error type too, for the status to record.
+func streamErrorBody(provider string, data []byte) (string, []byte) {
+	typ, msg := parseUpstreamError(data)
+	if !knownErrorTypes[typ] {
+		typ = ErrAPI
+	}
+	if msg == "" {
+		msg = "upstream " + provider + " sent an error event"
+	}
+	return typ, errorJSON(typ, msg)
+}
+
+// parseUpstreamError reads the type and cleaned message of a
+// provider-shaped JSON error; both are "" for any other body.
+func parseUpstreamError(body []byte) (typ, msg string) {
+	var e struct {
+		Type  string          `json:"type"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || len(e.Error) == 0 {
+		return "", ""
+	}
+	var s string
+	if json.Unmarshal(e.Error, &s) == nil { // {"error":"model not found"} (Ollama)
+		return "", cleanMessage(s)
+	}
+	var d struct {
+		Type    json.RawMessage `json:"type"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(e.Error, &d) != nil {
+		return "", ""
+	}
+	if e.Type == "error" {
+		_ = json.Unmarshal(d.Type, &typ) // OpenAI's type may be anything; only a string counts
+	}
+	return typ, cleanMessage(d.Message)
+}
+
+// cleanMessage makes an upstream message safe to show: valid UTF-8, control
+// characters as spaces, at most maxUpstreamMessage characters.
+func cleanMessage(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return truncate(strings.TrimSpace(s), maxUpstreamMessage)
+}
+
+// truncate cuts s to at most n characters, marking a cut with "…".
+func truncate(s string, n int) string {
+	i, count := 0, 0
+	for i = range s {
+		if count == n {
+			return s[:i] + "…"
+		}
+		count++
+	}
+	return s
+}
