@@ -7,12 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/store"
@@ -21,8 +20,10 @@ import (
 
 // Deps are what the api needs from the process that runs it.
 type Deps struct {
-	DB       *store.DB
-	Redis    redis.UniversalClient
+	DB    *store.DB
+	Redis redis.UniversalClient
+	// Registry is the process's metrics registry. The api serves no
+	// /metrics itself: the process serves it on metrics.addr.
 	Registry *prometheus.Registry
 	Log      *slog.Logger
 	Version  string
@@ -35,6 +36,10 @@ type Deps struct {
 	// gateway's *gateway.Sealer); nil, when gateway.credentials_key is not
 	// configured, makes them refuse to store keys.
 	Sealer CredentialSealer
+	// Upstreams decides which base_url a credential may name (the gateway's
+	// *gateway.Upstreams, built from gateway.allowed_upstreams); nil checks
+	// only its form.
+	Upstreams UpstreamPolicy
 }
 
 // Server is the api service: a Fiber app with every route registered.
@@ -43,16 +48,18 @@ type Server struct {
 	auth AuthConfig
 	db   *store.DB
 	rdb  redis.UniversalClient
-	reg  *prometheus.Registry
 	log  *slog.Logger
 	app  *fiber.App
 	ln   net.Listener
 	done chan error
 	oidc *oidcVerifier // nil unless auth.oidc.issuer_url is set
+	// failures limits failed authentications per client address.
+	failures *failureLimiter
 
 	planner    *tasks.Planner
 	monitoring http.Handler
 	sealer     CredentialSealer
+	upstreams  UpstreamPolicy
 }
 
 // New builds the api and registers its routes.
@@ -60,11 +67,12 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, reg: d.Registry, log: d.Log,
-		planner: d.Planner, monitoring: d.Monitoring, sealer: d.Sealer}
+	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, log: d.Log,
+		planner: d.Planner, monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
 	}
+	s.failures = newFailureLimiter(auth.failureLimits())
 	s.app = fiber.New(fiber.Config{
 		AppName:               "ballet",
 		BodyLimit:             cfg.BodyLimit,
@@ -88,7 +96,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.ln = ln
 	s.done = make(chan error, 1)
-	go func() { s.done <- s.app.Listener(ln) }()
+	go func() { s.done <- s.app.Listener(lingerListener{ln}) }()
 	s.log.InfoContext(ctx, "api listening", slog.String("addr", ln.Addr().String()))
 	return nil
 }
@@ -115,14 +123,11 @@ func (s *Server) Stop() {
 func (s *Server) routes() {
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	s.app.Get("/readyz", s.readyz)
-	if s.reg != nil {
-		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
-	}
 	if s.monitoring != nil {
-		s.app.Use(MonitoringPath, s.authenticateBrowser, s.requirePlatformAdmin, adaptor.HTTPHandler(s.monitoring))
+		s.mountMonitoring(s.monitoring)
 	}
 	s.registerOpenAPI(s.app.Group("/api/v1")) // public: before the authenticated group
-	v1 := s.app.Group("/api/v1", s.authenticate)
+	v1 := s.app.Group("/api/v1", s.checkInput, s.authenticate)
 	s.registerV1(v1)
 }
 
@@ -158,6 +163,7 @@ var httpStatus = map[store.Code]int{
 	store.CodeConflict:        fiber.StatusConflict,
 	store.CodeExhausted:       fiber.StatusTooManyRequests,
 	store.CodeInternal:        fiber.StatusInternalServerError,
+	store.CodeUnavailable:     fiber.StatusServiceUnavailable,
 }
 
 // errorBody is the REST error shape of SPEC §10.
@@ -168,11 +174,16 @@ type errorBody struct {
 }
 
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
-	var se *store.Error
 	var fe *fiber.Error
-	switch {
-	case errors.As(err, &se):
+	if se := store.AsError(err); se != nil {
+		if se.Code == store.CodeUnavailable {
+			s.log.WarnContext(c.UserContext(), "request refused: postgres unavailable", slog.String("method", c.Method()),
+				slog.String("path", c.Path()), slog.Any("error", err))
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(store.UnavailableRetryAfter.Seconds())))
+		}
 		return c.Status(httpStatus[se.Code]).JSON(errorBody{Error: se.Code, Message: se.Message, Details: se.Details})
+	}
+	switch {
 	case errors.As(err, &fe):
 		code := store.CodeInternal
 		msg := fe.Message

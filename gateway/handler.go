@@ -58,8 +58,8 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "body: "+err.Error())
 		return
 	}
-	if head.Model == "" {
-		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "model: field required")
+	if err := validateModel(head.Model); err != nil {
+		writeError(w, http.StatusBadRequest, ErrInvalidRequest, err.Error())
 		return
 	}
 	if head.MaxTokens < 1 {
@@ -71,6 +71,11 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if store.IsCode(err, store.CodeNotFound) {
 			writeError(w, http.StatusForbidden, ErrPermission, "the token's organization or project does not exist")
+			return
+		}
+		if store.ErrorCode(err) == store.CodeUnavailable {
+			s.log.WarnContext(ctx, "call refused: postgres unavailable", slog.Any("error", err))
+			writeUnavailable(w)
 			return
 		}
 		s.log.ErrorContext(ctx, "resolve scope", slog.Any("error", err))
@@ -96,6 +101,15 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		if cred.provider == store.ProviderOpenAI {
 			cred.baseURL = s.cfg.OpenAIURL
 		}
+	}
+	if err := s.upstreams.Check(cred.baseURL); err != nil {
+		// The key goes nowhere the operator did not allow.
+		s.log.WarnContext(ctx, "credential base_url refused", slog.String("scope", sc.name()),
+			slog.String("provider", cred.provider), slog.Any("error", err))
+		writeError(w, http.StatusForbidden, ErrPermission, "the "+cred.provider+" credential of "+sc.name()+
+			" has a base_url that is not allowed: "+UpstreamRule)
+		s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, http.StatusForbidden, Usage{})
+		return
 	}
 
 	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, int64(estimateTokens(len(raw))+head.MaxTokens))
@@ -143,7 +157,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, ans.status, ans.errBody)
 	case ans.src != nil:
 		answered = true
-		status = s.relay(ctx, w, ans, m)
+		status = s.relay(ctx, w, c.provider, ans, m)
 	default:
 		answered = true
 		m.observeMessage(ans.body)
@@ -165,7 +179,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 // relay forwards a stream event by event, flushing each, and returns the
 // status to record. Once the first byte went out nothing is retried: a
 // broken upstream is reported in the stream as an error event.
-func (s *Server) relay(ctx context.Context, w http.ResponseWriter, ans *answer, m *meter) int {
+func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider string, ans *answer, m *meter) int {
 	defer ans.src.close()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -176,13 +190,18 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, ans *answer, 
 	ev := ans.first
 	stopped := false
 	for {
+		if ev.name == "error" {
+			_, ev.data = streamErrorBody(provider, ev.data)
+		}
 		m.observe(ev)
-		stopped = stopped || ev.name == "message_stop"
+		// Nothing follows message_stop or an error event: stop reading, so
+		// that a caller who leaves at once is not recorded as gone.
+		stopped = stopped || ev.name == "message_stop" || ev.name == "error"
 		if err := out.write(ev); err != nil {
 			return statusClientClosed
 		}
 		if stopped {
-			break // the answer is whole; nothing follows message_stop
+			break
 		}
 		var err error
 		ev, err = ans.src.next()

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ type Server struct {
 	limiter    *limiter
 	scopes     *scopeCache
 	fake       *fakellm.Server
+	upstreams  *Upstreams
 	stopOnce   sync.Once
 }
 
@@ -68,6 +70,10 @@ func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Reg
 		providers: map[string]provider{store.ProviderAnthropic: anthropicProvider{}, store.ProviderOpenAI: openaiProvider{}},
 		limiter:   &limiter{rdb: rdb, prefix: cfg.RedisPrefix, now: time.Now},
 	}
+	var err error
+	if s.upstreams, err = cfg.Upstreams(); err != nil {
+		return nil, err
+	}
 	var sealer *Sealer
 	key, err := cfg.CredentialsKeyBytes()
 	if err != nil {
@@ -83,6 +89,7 @@ func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Reg
 	if s.metrics, err = newMetrics(reg, func() float64 { return float64(s.usage.pending()) }); err != nil {
 		return nil, err
 	}
+	s.metrics.models = newModelLabels(cfg.MaxModelLabels)
 	s.usage.m = s.metrics
 	if cfg.Fake != "" {
 		script, err := fakellm.Resolve(cfg.Fake)
@@ -91,6 +98,9 @@ func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Reg
 		}
 		s.fake = fakellm.New(script)
 		if err := s.fake.Start(); err != nil {
+			return nil, fmt.Errorf("gateway.fake: %w", err)
+		}
+		if err := s.upstreams.allow(s.fake.URL()); err != nil {
 			return nil, fmt.Errorf("gateway.fake: %w", err)
 		}
 	}
@@ -155,6 +165,16 @@ func newRequestID() string {
 // writeError answers an error in the Anthropic form.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	writeErrorBody(w, status, errorJSON(typ, msg))
+}
+
+// writeUnavailable answers a call while Postgres cannot be reached: 503
+// overloaded_error with Retry-After, the form Anthropic clients retry after
+// the given wait.
+func writeUnavailable(w http.ResponseWriter) {
+	secs := int(store.UnavailableRetryAfter.Seconds())
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, http.StatusServiceUnavailable, ErrOverloaded,
+		"gateway: the database is unavailable; retry in "+strconv.Itoa(secs)+" seconds")
 }
 
 func writeErrorBody(w http.ResponseWriter, status int, body []byte) {

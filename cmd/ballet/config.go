@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 
@@ -32,6 +34,7 @@ type Config struct {
 	Gateway  gateway.Config       `toml:"gateway"`
 	Auth     api.AuthConfig       `toml:"auth"`
 	Log      LogConfig            `toml:"log"`
+	Metrics  MetricsConfig        `toml:"metrics"`
 }
 
 // LogConfig is the [log] section.
@@ -40,6 +43,32 @@ type LogConfig struct {
 	Level string `toml:"level"`
 	// Format is json or text.
 	Format string `toml:"format"`
+}
+
+// MetricsConfig is the [metrics] section: the internal listener of every
+// process that serves /metrics (and /healthz, /readyz) to Prometheus, away
+// from the public ports.
+type MetricsConfig struct {
+	// Addr is where the metrics listener listens; keep it off the public
+	// network.
+	Addr string `toml:"addr"`
+	// Token, when set, is the bearer token a scrape must send in its
+	// Authorization header to read /metrics.
+	Token string `toml:"token" secret:"true"`
+}
+
+// minMetricsToken is the shortest metrics.token accepted.
+const minMetricsToken = 16
+
+// Validate reports the first invalid key of the section.
+func (c MetricsConfig) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("metrics.addr: must be host:port (e.g. 127.0.0.1:9090), got %q", c.Addr)
+	}
+	if c.Token != "" && (len(c.Token) < minMetricsToken || strings.ContainsFunc(c.Token, unicode.IsSpace)) {
+		return fmt.Errorf("metrics.token: must be at least %d characters without spaces", minMetricsToken)
+	}
+	return nil
 }
 
 // DefaultConfig returns every built-in default.
@@ -53,6 +82,7 @@ func DefaultConfig() Config {
 		Gateway:  gateway.DefaultConfig(),
 		Auth:     api.DefaultAuthConfig(),
 		Log:      LogConfig{Level: "info", Format: "json"},
+		Metrics:  MetricsConfig{Addr: "127.0.0.1:9090"},
 	}
 }
 
@@ -61,6 +91,7 @@ func (c Config) Validate() error {
 	for _, err := range []error{
 		c.Server.Validate(), c.Database.Validate(), c.Redis.Validate(), c.Worker.Validate(),
 		c.Planner.Validate(), c.Gateway.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
+		c.Metrics.Validate(),
 	} {
 		if err != nil {
 			return err

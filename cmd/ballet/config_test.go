@@ -54,6 +54,9 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"env invalid", "", []string{"BALLET_PLANNER_MAX_ROUNDS=0"}, "planner.max_rounds: must be at least 1"},
 		{"local auth beyond loopback", "[auth]\nmode = \"local\"\n", nil, "auth.mode"},
 		{"bad redis url", "[redis]\nurl = \"http://x\"\n", nil, "redis.url"},
+		{"bad metrics addr", "[metrics]\naddr = \"9090\"\n", nil, "metrics.addr: must be host:port"},
+		{"short metrics token", "", []string{"BALLET_METRICS_TOKEN=short"}, "metrics.token: must be at least 16 characters"},
+		{"metrics token with a space", "", []string{"BALLET_METRICS_TOKEN=0123456789 abcdef"}, "metrics.token: must be at least 16 characters without spaces"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

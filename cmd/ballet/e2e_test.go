@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks/taskstest"
@@ -86,18 +85,14 @@ func TestServeRunsTheDemoConversation(t *testing.T) {
 		Cursor  int64
 	}
 	var outs []output
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if !storetest.Poll(storetest.WaitTimeout, func() bool {
 		var page struct{ Items []output }
 		c.do("GET", "/planner/sessions/"+sess.ID+"/outputs", nil, &page)
 		outs = page.Items
-		if n := len(outs); n > 0 && outs[n-1].Type == "done" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no done after 60s: %+v\n%s", outs, p.log())
-		}
-		time.Sleep(100 * time.Millisecond)
+		n := len(outs)
+		return n > 0 && outs[n-1].Type == "done"
+	}) {
+		t.Fatalf("no done output: %+v\n%s", outs, p.log())
 	}
 	var calls []string
 	for _, o := range outs {
@@ -131,22 +126,17 @@ func TestServeRunsTheDemoConversation(t *testing.T) {
 		t.Fatalf("proposed changesets %+v", changesets.Items)
 	}
 	// Every model call was metered to the project, as the planner session.
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		var usage struct {
-			Items []map[string]any
-		}
+	var usage struct {
+		Items []map[string]any
+	}
+	if !storetest.Poll(storetest.WaitTimeout, func() bool {
 		c.do("GET", "/projects/DEMO/usage?group_by=session", nil, &usage)
-		if len(usage.Items) == 1 && usage.Items[0]["key"] == "planner:"+sess.ID {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("usage %+v", usage.Items)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(usage.Items) == 1 && usage.Items[0]["key"] == "planner:"+sess.ID
+	}) {
+		t.Fatalf("usage %+v", usage.Items)
 	}
 	// The turn shows in the metrics.
-	metrics := p.get(t, "/metrics")
+	metrics := p.scrape(t, "")
 	for _, want := range []string{`ballet_planner_turns_total{outcome="completed"} 1`, `ballet_planner_tool_calls_total{outcome="ok",tool="propose_changeset"} 1`,
 		"ballet_planner_turn_duration_seconds_count 1", "ballet_planner_queue_wait_seconds_count 1", "ballet_planner_rounds_count 1",
 		`ballet_planner_running_turns 0`, `ballet_planner_queue_depth{queue="` + rc.Namespace + `planner"`, `ballet_llm_requests_total{`} {

@@ -4,18 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/store"
@@ -39,16 +33,6 @@ type service interface {
 	Stop()
 }
 
-func newLogger(c LogConfig, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level)) // validated at load
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
-}
-
 // loadForCommand parses --config for a command and loads the configuration.
 func loadForCommand(name, synopsis string, args []string, extra func(*flagSet)) (Config, error) {
 	fs := newFlags(name, synopsis)
@@ -68,6 +52,7 @@ func loadForCommand(name, synopsis string, args []string, extra func(*flagSet)) 
 func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error) {
 	log := newLogger(cfg.Log, os.Stderr).With(slog.String("service", serviceName))
 	slog.SetDefault(log)
+	redis.SetLogger(redisLogger{log.With(slog.String("component", "go-redis"))})
 	db, err := store.Open(ctx, cfg.Database)
 	if err != nil {
 		return nil, err
@@ -128,67 +113,6 @@ func (rt *runtime) run(ctx context.Context, services ...service) error {
 	return err
 }
 
-// opsServer serves /healthz, /readyz and /metrics (and any extra routes) for
-// the processes that have no api of their own.
-type opsServer struct {
-	rt   *runtime
-	addr string
-	mux  *http.ServeMux
-	srv  *http.Server
-	done chan error
-}
-
-func newOpsServer(rt *runtime, addr string) *opsServer {
-	o := &opsServer{rt: rt, addr: addr, mux: http.NewServeMux()}
-	o.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
-	})
-	o.mux.HandleFunc("GET /readyz", o.readyz)
-	o.mux.Handle("GET /metrics", promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}))
-	return o
-}
-
-func (o *opsServer) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	var failed []string
-	if err := o.rt.db.Ping(ctx); err != nil {
-		failed = append(failed, "postgres: "+err.Error())
-	}
-	if err := o.rt.rdb.Ping(ctx).Err(); err != nil {
-		failed = append(failed, "redis: "+err.Error())
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if len(failed) > 0 {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, `{"status":"unavailable","errors":%q}`, strings.Join(failed, "; "))
-		return
-	}
-	_, _ = io.WriteString(w, `{"status":"ok"}`)
-}
-
-func (o *opsServer) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.addr, err)
-	}
-	o.srv = &http.Server{Handler: o.mux, ReadHeaderTimeout: 10 * time.Second}
-	o.done = make(chan error, 1)
-	go func() { o.done <- o.srv.Serve(ln) }()
-	o.rt.log.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()))
-	return nil
-}
-
-func (o *opsServer) Stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), o.rt.cfg.Server.ShutdownTimeout)
-	defer cancel()
-	_ = o.srv.Shutdown(ctx)
-	if err := <-o.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		o.rt.log.Warn("ops server", slog.Any("error", err))
-	}
-}
-
 // runServices is the body of serve, api, worker and gateway.
 func runServices(ctx context.Context, name string, args []string, build func(rt *runtime) ([]service, error)) error {
 	cfg, err := loadForCommand(name, name+" [--config FILE]", args, nil)
@@ -225,7 +149,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{gw, w, a}, nil
+		return []service{rt.newMetricsServer(), gw, w, a}, nil
 	})
 }
 
@@ -235,7 +159,7 @@ func runAPI(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{a}, nil
+		return []service{rt.newMetricsServer(), a}, nil
 	})
 }
 
@@ -248,7 +172,7 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{newOpsServer(rt, rt.cfg.Worker.Addr), w}, nil
+		return []service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), w}, nil
 	})
 }
 
@@ -261,7 +185,7 @@ func runGateway(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{gw}, nil
+		return []service{rt.newMetricsServer(), gw}, nil
 	})
 }
 

@@ -66,7 +66,7 @@ func TestServeAnswersReady(t *testing.T) {
 		"BALLET_REDIS_NAMESPACE=" + rc.Namespace}
 	p := startProcess(t, env, "serve")
 	p.waitReady(t)
-	body := p.get(t, "/metrics")
+	body := p.scrape(t, "")
 	if !strings.Contains(body, `ballet_build_info{service="serve",version="dev"} 1`) {
 		t.Fatalf("no build info in metrics:\n%s", body)
 	}

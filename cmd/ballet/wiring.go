@@ -57,8 +57,12 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 		}
 		sealer = s
 	}
+	upstreams, err := rt.cfg.Gateway.Upstreams()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
-		Version: version, Planner: planner, Monitoring: mon, Sealer: sealer})
+		Version: version, Planner: planner, Monitoring: mon, Sealer: sealer, Upstreams: upstreams})
 }
 
 func (rt *runtime) newWorker() (*worker.Worker, error) {
@@ -74,7 +78,8 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 	})
 }
 
-// gatewayService serves the gateway with health and metrics on gateway.addr.
+// gatewayService serves the gateway with health on gateway.addr; its metrics
+// are on the process's metrics listener.
 type gatewayService struct {
 	gw  *gateway.Server
 	ops *opsServer
@@ -85,7 +90,7 @@ func (rt *runtime) newGateway() (*gatewayService, error) {
 	if err != nil {
 		return nil, err
 	}
-	ops := newOpsServer(rt, rt.cfg.Gateway.Addr)
+	ops := newOpsServer(rt, "gateway", rt.cfg.Gateway.Addr)
 	ops.mux.Handle("/v1/", gw.Handler())
 	if u := gw.FakeURL(); u != "" {
 		rt.log.Info("gateway answers calls without a provider credential from the scripted fake model",
