@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/balletplanner/ballet/store"
@@ -72,10 +70,8 @@ type rejectRequest struct {
 
 func (s *Server) rejectChangeset(c *fiber.Ctx) error {
 	var req rejectRequest
-	if len(bytes.TrimSpace(c.Body())) > 0 {
-		if err := decode(c, &req); err != nil {
-			return err
-		}
+	if err := decodeOptional(c, &req); err != nil {
+		return err
 	}
 	cs, err := s.db.RejectChangeset(c.UserContext(), trackerCaller(c), c.Params("id"), req.Reason)
 	if err != nil {

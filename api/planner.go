@@ -84,10 +84,8 @@ type cancelRequest struct {
 // cancelTurns cancels one turn, or every open turn of the session.
 func (s *Server) cancelTurns(c *fiber.Ctx) error {
 	var req cancelRequest
-	if len(c.Body()) > 0 {
-		if err := decode(c, &req); err != nil {
-			return err
-		}
+	if err := decodeOptional(c, &req); err != nil {
+		return err
 	}
 	res, err := s.planner.Cancel(c.UserContext(), caller(c), c.Params("session"), req.Turn)
 	if err != nil {

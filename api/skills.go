@@ -105,6 +105,10 @@ func (s *Server) updateSkillDraft(c *fiber.Ctx) error {
 }
 
 func (s *Server) publishSkill(c *fiber.Ctx) error {
+	var none struct{} // publish takes no fields; a body, if any, must be {}
+	if err := decodeOptional(c, &none); err != nil {
+		return err
+	}
 	v, err := s.db.PublishSkill(c.UserContext(), kbCaller(c), c.Params("skill"))
 	if err != nil {
 		return err

@@ -15,6 +15,9 @@ import (
 	"sort"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jackc/pgx/v5"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -29,6 +32,10 @@ type Env struct {
 	Caller  store.Caller
 	Project store.Project
 	Session string
+	// Record, when set, stores the call's result in the transaction of a
+	// writing tool's effect, so that a crash keeps both or neither; the
+	// tools that write to Postgres call it through recorded.
+	Record func(ctx context.Context, tx pgx.Tx, res Result) error
 }
 
 // Definition is a tool as the model sees it.
@@ -114,6 +121,9 @@ func (r *Registry) Call(ctx context.Context, env Env, name string, input json.Ra
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage(`{}`)
 	}
+	if msg := duplicateKey(input); msg != "" {
+		return errorResult("invalid input: %s", msg)
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
 	if err != nil {
 		return errorResult("invalid input: not a JSON object: %v", err)
@@ -185,12 +195,31 @@ func describeSchemaError(err error) string {
 	return strings.Join(parts, "; ")
 }
 
-// Decode reads validated input into v strictly (unknown fields refused).
+// strictJSON reads input as the schema means it: keys exactly as named
+// (no case folding), none given twice, none unknown.
+var strictJSON = jsonv2.JoinOptions(
+	jsonv2.RejectUnknownMembers(true),
+	jsonv2.MatchCaseInsensitiveNames(false),
+	jsontext.AllowDuplicateNames(false),
+)
+
+// duplicateKey names a key given twice in input, with where it is, or is ""
+// when there is none. The schema cannot see duplicates: by the time it
+// validates, the last one has silently won.
+func duplicateKey(input json.RawMessage) string {
+	err := jsontext.NewDecoder(bytes.NewReader(input), strictJSON).SkipValue()
+	var se *jsontext.SyntacticError
+	if !errors.As(err, &se) || !errors.Is(se.Err, jsontext.ErrDuplicateName) {
+		return ""
+	}
+	return fmt.Sprintf("at %s: duplicate field %q", "/"+strings.TrimPrefix(string(se.JSONPointer.Parent()), "/"), se.JSONPointer.LastToken())
+}
+
+// Decode reads validated input into v strictly: unknown, duplicate or
+// wrongly cased keys are refused.
 func Decode(input json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return store.Errorf(store.CodeInvalid, "%v", strings.TrimPrefix(err.Error(), "json: "))
+	if err := jsonv2.Unmarshal(input, v, strictJSON); err != nil {
+		return store.Errorf(store.CodeInvalid, "%v", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "json: "), "jsontext: "))
 	}
 	return nil
 }
