@@ -1,5 +1,5 @@
 // Package api is Ballet's HTTP face: REST, the realtime websocket, auth, the
-// asynq dashboard mount, /metrics and health.
+// asynq dashboard mount and health.
 package api
 
 import (
@@ -52,6 +52,30 @@ type AuthConfig struct {
 	Mode string `toml:"mode"`
 	// OIDC enables JWTs from an OpenID Connect issuer beside API tokens.
 	OIDC OIDCConfig `toml:"oidc"`
+	// FailureBurst is how many failed authentications one client address
+	// may make at once before it is answered 429.
+	FailureBurst int `toml:"failure_burst"`
+	// FailuresPerMinute is how fast an address earns failed attempts back.
+	FailuresPerMinute int `toml:"failures_per_minute"`
+}
+
+// Defaults of the failed-authentication limit.
+const (
+	defaultFailureBurst      = 20
+	defaultFailuresPerMinute = 60
+)
+
+// failureLimits are the configured limits, the defaults standing in for
+// zero (a configuration built in code that leaves them out).
+func (c AuthConfig) failureLimits() (perMinute, burst int) {
+	perMinute, burst = c.FailuresPerMinute, c.FailureBurst
+	if perMinute == 0 {
+		perMinute = defaultFailuresPerMinute
+	}
+	if burst == 0 {
+		burst = defaultFailureBurst
+	}
+	return perMinute, burst
 }
 
 // OIDCConfig is the [auth.oidc] section.
@@ -63,7 +87,9 @@ type OIDCConfig struct {
 }
 
 // DefaultAuthConfig returns the built-in auth defaults.
-func DefaultAuthConfig() AuthConfig { return AuthConfig{Mode: AuthToken} }
+func DefaultAuthConfig() AuthConfig {
+	return AuthConfig{Mode: AuthToken, FailureBurst: defaultFailureBurst, FailuresPerMinute: defaultFailuresPerMinute}
+}
 
 // Validate reports the first invalid key of the section. listen is
 // server.addr: local mode is refused unless it is loopback only.
@@ -77,6 +103,12 @@ func (c AuthConfig) Validate(listen string) error {
 		}
 	default:
 		return fmt.Errorf("auth.mode: must be %q or %q, got %q", AuthToken, AuthLocal, c.Mode)
+	}
+	if c.FailureBurst < 0 {
+		return fmt.Errorf("auth.failure_burst: must be at least 1 (0 takes the default %d), got %d", defaultFailureBurst, c.FailureBurst)
+	}
+	if c.FailuresPerMinute < 0 {
+		return fmt.Errorf("auth.failures_per_minute: must be at least 1 (0 takes the default %d), got %d", defaultFailuresPerMinute, c.FailuresPerMinute)
 	}
 	if c.OIDC.IssuerURL != "" {
 		if u, err := url.Parse(c.OIDC.IssuerURL); err != nil || u.Scheme == "" || u.Host == "" {

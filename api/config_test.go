@@ -27,6 +27,8 @@ func TestAuthConfigValidate(t *testing.T) {
 		{"unknown mode", api.AuthConfig{Mode: "open"}, "127.0.0.1:8080", "auth.mode"},
 		{"oidc", api.AuthConfig{Mode: api.AuthToken, OIDC: oidc}, ":8080", ""},
 		{"oidc without audience", api.AuthConfig{Mode: api.AuthToken, OIDC: api.OIDCConfig{IssuerURL: oidc.IssuerURL}}, ":8080", "auth.oidc.audience"},
+		{"negative failure burst", api.AuthConfig{Mode: api.AuthToken, FailureBurst: -1}, ":8080", "auth.failure_burst"},
+		{"negative failure rate", api.AuthConfig{Mode: api.AuthToken, FailuresPerMinute: -5}, ":8080", "auth.failures_per_minute"},
 		{"oidc relative issuer", api.AuthConfig{Mode: api.AuthToken, OIDC: api.OIDCConfig{IssuerURL: "id.example.com", Audience: "ballet"}}, ":8080", "auth.oidc.issuer_url"},
 	}
 	for _, tt := range tests {

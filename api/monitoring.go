@@ -1,9 +1,12 @@
 package api
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -14,14 +17,65 @@ const MonitoringPath = "/monitoring"
 // tokenCookie carries an API token for browser pages such as the dashboard.
 const tokenCookie = "ballet_token"
 
-// authenticateBrowser accepts the bearer header, or the token cookie that a
-// first visit with ?token=… sets (then redirects without it), so that the
-// dashboard opens in a browser.
+// monitoringAssets are the dashboard's static files at its root: code and
+// icons of the asynqmon build, the same for everyone, served without a
+// token because browsers fetch some of them (the web app manifest) without
+// cookies. Everything else, its index and its api, needs a platform admin.
+var monitoringAssets = map[string]bool{
+	"manifest.json": true, "asset-manifest.json": true, "favicon.ico": true,
+	"favicon-16x16.png": true, "favicon-32x32.png": true, "apple-touch-icon.png": true,
+	"android-chrome-192x192.png": true, "android-chrome-512x512.png": true,
+}
+
+// mountMonitoring serves the dashboard at MonitoringPath: its static files
+// to anyone, the rest to platform admins signed in by bearer header or the
+// token cookie, every response with the security headers.
+func (s *Server) mountMonitoring(mon http.Handler) {
+	page := adaptor.HTTPHandler(mon)
+	headers := SecurityHeaders(HTMLPolicy{ScriptHashes: InlineScriptHashes(mon, MonitoringPath+"/")})
+	s.app.Use(MonitoringPath, headers, func(c *fiber.Ctx) error {
+		if isMonitoringAsset(c) {
+			return page(c)
+		}
+		return c.Next()
+	}, s.authenticateBrowser, s.requirePlatformAdmin, page)
+}
+
+// isMonitoringAsset reports whether the request reads one of the
+// dashboard's static files.
+func isMonitoringAsset(c *fiber.Ctx) bool {
+	if c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead {
+		return false
+	}
+	rest, ok := strings.CutPrefix(c.Path(), MonitoringPath+"/")
+	if !ok || strings.Contains(rest, "..") {
+		return false
+	}
+	return monitoringAssets[rest] || strings.HasPrefix(rest, "static/js/") || strings.HasPrefix(rest, "static/media/")
+}
+
+// authenticateBrowser accepts the bearer header, or the token cookie. A
+// first visit with ?token=… is checked first: a valid token becomes the
+// cookie and the browser is sent back to the same page without it (its
+// other parameters kept); an invalid one is 401 and sets nothing.
 func (s *Server) authenticateBrowser(c *fiber.Ctx) error {
 	if t := c.Query("token"); t != "" {
+		c.Request().Header.Set(fiber.HeaderAuthorization, "Bearer "+t)
+		if err := s.identify(c); err != nil {
+			return err
+		}
 		c.Cookie(&fiber.Cookie{Name: tokenCookie, Value: t, Path: MonitoringPath, HTTPOnly: true,
 			SameSite: "Strict", Secure: c.Protocol() == "https"})
-		return c.Redirect(strings.SplitN(c.OriginalURL(), "?", 2)[0], fiber.StatusSeeOther)
+		q, err := url.ParseQuery(string(c.Request().URI().QueryString()))
+		if err != nil {
+			return store.Errorf(store.CodeInvalid, "query: %v", err)
+		}
+		q.Del("token")
+		loc := c.Path()
+		if enc := q.Encode(); enc != "" {
+			loc += "?" + enc
+		}
+		return c.Redirect(loc, fiber.StatusSeeOther)
 	}
 	if c.Get(fiber.HeaderAuthorization) == "" {
 		if t := c.Cookies(tokenCookie); t != "" {

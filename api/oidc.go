@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,10 +100,38 @@ func (v *oidcVerifier) verify(ctx context.Context, raw string) (identity, error)
 	if err := tok.Claims(&id); err != nil {
 		return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token claims: %v", err)
 	}
-	if id.Subject == "" || len(id.Subject) > 255 {
-		return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token: sub must be 1-255 characters")
+	if id.Subject == "" {
+		return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token: sub is empty")
 	}
+	id.Subject = OIDCSubject(v.cfg.IssuerURL, id.Subject)
+	if err := store.ValidateSubjectID(id.Subject); err != nil {
+		if limit := 255 - len(OIDCSubject(v.cfg.IssuerURL, "")); len(tok.Subject) > limit {
+			return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token: sub: at most %d bytes with this issuer, got %d", limit, len(tok.Subject))
+		}
+		msg := err.Error()
+		if se := store.AsError(err); se != nil {
+			msg = se.Message
+		}
+		return identity{}, store.Errorf(store.CodeUnauthenticated, "invalid token: sub: %s", strings.TrimPrefix(msg, "subject: "))
+	}
+	id.Name, id.Email = cleanClaim(id.Name), cleanClaim(id.Email)
 	return id, nil
+}
+
+// OIDCSubject is the subject that an OIDC token of issuer with claim sub
+// acts as: "oidc:<issuer>#<sub>". The prefix keeps OIDC users apart from
+// local and API-token subjects (a token with sub "root" is never the
+// local "root"), and role bindings for OIDC users name this form.
+func OIDCSubject(issuer, sub string) string { return "oidc:" + issuer + "#" + sub }
+
+// cleanClaim makes a display claim storable: valid UTF-8, no NUL, at most
+// 255 bytes.
+func cleanClaim(v string) string {
+	v = strings.ReplaceAll(strings.ToValidUTF8(v, "\uFFFD"), "\x00", "")
+	if len(v) > 255 {
+		v = strings.ToValidUTF8(v[:255], "")
+	}
+	return v
 }
 
 // oidcSubject verifies an OIDC token and returns its subject, giving a

@@ -96,8 +96,17 @@ func TestOIDCTokens(t *testing.T) {
 	ctx := context.Background()
 	iss := newFakeIssuer(t)
 	e := newAuthEnv(t, api.AuthConfig{Mode: api.AuthToken, OIDC: api.OIDCConfig{IssuerURL: iss.srv.URL, Audience: "ballet"}}, nil)
-	if _, err := e.db.CreateRoleBinding(ctx, "alice", store.RoleViewer,
+	alice := "oidc:" + iss.srv.URL + "#alice"
+	if _, err := e.db.CreateRoleBinding(ctx, alice, store.RoleViewer,
 		store.Scope{Kind: store.ScopeOrganization, OrganizationID: e.org.ID}, store.SystemActor()); err != nil {
+		t.Fatal(err)
+	}
+	// A local subject named like an OIDC sub: the OIDC user is not it.
+	if _, err := e.db.CreateRoleBinding(ctx, "root", store.RolePlatformAdmin,
+		store.Scope{Kind: store.ScopePlatform}, store.SystemActor()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.db.CreateAPIToken(ctx, "root", "ops", 0); err != nil {
 		t.Fatal(err)
 	}
 	apiToken, _, err := e.db.CreateAPIToken(ctx, "carol", "ci", 0)
@@ -112,6 +121,10 @@ func TestOIDCTokens(t *testing.T) {
 		"wrong signature": iss.token(t, newRSAKey(t), nil),
 		"wrong issuer":    iss.token(t, iss.key, map[string]any{"iss": "https://evil.example.com"}),
 		"no subject":      iss.token(t, iss.key, map[string]any{"sub": ""}),
+		"sub root":        iss.token(t, iss.key, map[string]any{"sub": "root"}),
+		"NUL in sub":      iss.token(t, iss.key, map[string]any{"sub": "ro\u0000ot"}),
+		"over-long sub":   iss.token(t, iss.key, map[string]any{"sub": strings.Repeat("s", 250)}),
+		"NUL in name":     iss.token(t, iss.key, map[string]any{"sub": "dave", "name": "Da\u0000ve"}),
 		"not a jwt":       "hello",
 		"api token":       apiToken,
 	}
@@ -129,6 +142,10 @@ func TestOIDCTokens(t *testing.T) {
 		{"wrong signature", "/api/v1/organizations/acme", 401, "signature"},
 		{"wrong issuer", "/api/v1/organizations/acme", 401, "different provider"},
 		{"no subject", "/api/v1/organizations/acme", 401, "sub"},
+		{"sub root", "/api/v1/organizations/acme", 404, ""},
+		{"NUL in sub", "/api/v1/organizations/acme", 401, "sub: must not contain NUL"},
+		{"over-long sub", "/api/v1/organizations/acme", 401, "sub: at most"},
+		{"NUL in name", "/api/v1/organizations", 200, ""},
 		{"not a jwt", "/api/v1/organizations/acme", 401, "invalid token"},
 	}
 	for _, tt := range tests {
@@ -139,9 +156,16 @@ func TestOIDCTokens(t *testing.T) {
 			}
 		})
 	}
+	// The OIDC root is no platform admin: it cannot create organizations,
+	// and it got a subject of its own, named by the issuer.
+	e.do("POST", "/api/v1/organizations", "sub root", map[string]any{"key": "rooted", "name": "Rooted"}).expect(t, http.StatusForbidden)
+	if r := e.do("GET", "/api/v1/tokens", "sub root", nil).expect(t, http.StatusOK); len(r.Body["items"].([]any)) != 0 {
+		t.Fatalf("OIDC root sees the local root's tokens: %s", r.Raw)
+	}
 	// The newcomer got a subjects row on first sight, and sees no organization.
 	var kind, email string
-	if err := e.db.Pool().QueryRow(ctx, `SELECT kind, email FROM subjects WHERE id = 'newcomer'`).Scan(&kind, &email); err != nil {
+	if err := e.db.Pool().QueryRow(ctx, `SELECT kind, email FROM subjects WHERE id = $1`,
+		"oidc:"+iss.srv.URL+"#newcomer").Scan(&kind, &email); err != nil {
 		t.Fatal(err)
 	}
 	if kind != store.ActorHuman || email != "new@example.com" {
@@ -153,7 +177,7 @@ func TestOIDCTokens(t *testing.T) {
 	// Alice acts as herself: a token she creates is hers.
 	r := e.do("POST", "/api/v1/tokens", "valid", map[string]any{"name": "cli"}).expect(t, 201)
 	var owner string
-	if err := e.db.Pool().QueryRow(ctx, `SELECT subject FROM api_tokens WHERE id = $1`, r.Body["id"]).Scan(&owner); err != nil || owner != "alice" {
+	if err := e.db.Pool().QueryRow(ctx, `SELECT subject FROM api_tokens WHERE id = $1`, r.Body["id"]).Scan(&owner); err != nil || owner != alice {
 		t.Fatalf("token owner %q, %v", owner, err)
 	}
 }

@@ -55,11 +55,8 @@ func scanDependency(row pgx.CollectableRow) (Dependency, error) {
 func (db *DB) AddDependency(ctx context.Context, caller Caller, from, to, typ string) (Dependency, error) {
 	var d Dependency
 	err := db.Tx(ctx, func(tx pgx.Tx) error {
-		it, err := itemByKey(ctx, tx, from, false)
+		it, err := itemForCaller(ctx, tx, caller, from, PermTrackerWrite)
 		if err != nil {
-			return err
-		}
-		if err := caller.Authorize(PermTrackerWrite, it.OrganizationID, it.ProjectID); err != nil {
 			return err
 		}
 		w := &trackerTx{tx: tx, actor: caller.Actor,
@@ -76,10 +73,27 @@ func (db *DB) AddDependency(ctx context.Context, caller Caller, from, to, typ st
 	return d, nil
 }
 
+// itemForCaller loads the item key and checks perm on it. An item of a
+// project the caller cannot read is answered exactly like an unknown key,
+// so that linking to it tells nothing of what another project holds.
+func itemForCaller(ctx context.Context, q Querier, caller Caller, key string, perm Permission) (Item, error) {
+	it, err := itemByKey(ctx, q, key, false)
+	if err != nil {
+		return Item{}, err
+	}
+	if !caller.Principal.Can(PermTrackerRead, it.OrganizationID, it.ProjectID) {
+		return Item{}, Errorf(CodeNotFound, "item %s not found", key)
+	}
+	if err := caller.Authorize(perm, it.OrganizationID, it.ProjectID); err != nil {
+		return Item{}, err
+	}
+	return it, nil
+}
+
 // ListDependencies lists the edges from and to an item, oldest first
 // (tracker.read).
 func (db *DB) ListDependencies(ctx context.Context, caller Caller, key string) ([]Dependency, error) {
-	it, err := db.GetItem(ctx, caller, key)
+	it, err := itemForCaller(ctx, db.pool, caller, key, PermTrackerRead)
 	if err != nil {
 		return nil, fmt.Errorf("store: list dependencies: %w", err)
 	}
@@ -111,6 +125,9 @@ func (db *DB) DeleteDependency(ctx context.Context, caller Caller, id string) er
 		d, err := pgx.CollectExactlyOneRow(rows, scanDependency)
 		if err != nil {
 			return notFound(err, "dependency %s", id)
+		}
+		if !caller.Principal.Can(PermTrackerRead, d.OrganizationID, d.ProjectID) {
+			return Errorf(CodeNotFound, "dependency %s not found", id)
 		}
 		if err := caller.Authorize(PermTrackerWrite, d.OrganizationID, d.ProjectID); err != nil {
 			return err

@@ -45,7 +45,14 @@ func SystemActor() Actor { return Actor{Kind: ActorSystem, Subject: "system"} }
 
 // Event is one entry of the append-only event log.
 type Event struct {
-	Seq            int64           `json:"seq"`
+	// Seq is the event's number within its organization (1, 2, 3, …
+	// without gaps, in commit order): what clients see, so that no
+	// organization can count another's writes. It is assigned at commit,
+	// so it reads 0 inside the transaction that wrote the event.
+	Seq int64 `json:"seq"`
+	// LogSeq is the event's place in the global log, for ordering inside
+	// the service only.
+	LogSeq         int64           `json:"-"`
 	OrganizationID string          `json:"-"`
 	ProjectID      string          `json:"-"`
 	Type           string          `json:"type"`
@@ -58,7 +65,8 @@ type Event struct {
 }
 
 // AppendEvent writes e in the caller's transaction, so that a write and its
-// event commit together. It returns the event's sequence number.
+// event commit together. It returns the event's place in the global log
+// (LogSeq); its organization's number (Seq) is assigned at commit.
 func AppendEvent(ctx context.Context, q Querier, e Event) (int64, error) {
 	payload := e.Payload
 	if len(payload) == 0 {
@@ -108,13 +116,13 @@ func (db *DB) EntityEvents(ctx context.Context, entityType, entityID string, lim
 	return pgx.CollectRows(rows, scanEvent)
 }
 
-// eventColumns are what scanEvent reads.
-const eventColumns = `seq, organization_id, COALESCE(project_id::text, ''), type, entity_type, entity_id,
+// eventColumns are what scanEvent reads, from the table events unaliased.
+const eventColumns = `seq, COALESCE((SELECT n.org_seq FROM event_numbers n WHERE n.seq = events.seq), 0), organization_id, COALESCE(project_id::text, ''), type, entity_type, entity_id,
 	COALESCE(entity_key, ''), actor_kind, actor_subject, COALESCE(acting_for, ''), payload, occurred_at`
 
 func scanEvent(row pgx.CollectableRow) (Event, error) {
 	var e Event
-	err := row.Scan(&e.Seq, &e.OrganizationID, &e.ProjectID, &e.Type, &e.EntityType, &e.EntityID,
+	err := row.Scan(&e.LogSeq, &e.Seq, &e.OrganizationID, &e.ProjectID, &e.Type, &e.EntityType, &e.EntityID,
 		&e.EntityKey, &e.Actor.Kind, &e.Actor.Subject, &e.Actor.ActingFor, &e.Payload, &e.OccurredAt)
 	return e, err
 }

@@ -153,10 +153,8 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 			s.ID).Scan(&nextSeq, &nextTurn); err != nil {
 			return err
 		}
-		if prev, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, turnID)); err == nil {
-			if prev.Session != s.ID {
-				return Errorf(CodeConflict, "turn %s belongs to another session", turnID)
-			}
+		if prev, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns
+			WHERE session_id = $1 AND client_turn_id = $2`, s.ID, turnID)); err == nil {
 			res = SendResult{Seq: prev.MessageSeq, Turn: prev.ID, Existing: true}
 			return tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE session_id = $1
 				AND position < $2 AND status IN ('queued', 'running')`, s.ID, prev.Position).Scan(&res.Position)
@@ -183,10 +181,19 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 		content := []Block{{Type: BlockText, Text: text}}
 		// A turn with nothing ahead is enqueued right after commit, and marked
 		// so here; if that enqueue is lost, the sweeper finds it by its age.
-		if _, err := tx.Exec(ctx, `INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at)
-			VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END)`,
-			turnID, s.ID, s.ProjectID, nextTurn, nextSeq, author, ahead == 0); err != nil {
-			return err
+		// The turn takes the client's id unless another session's turn has it.
+		clientID := turnID
+		for {
+			tag, err := tx.Exec(ctx, `INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at, client_turn_id)
+				VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END, $8) ON CONFLICT (id) DO NOTHING`,
+				turnID, s.ID, s.ProjectID, nextTurn, nextSeq, author, ahead == 0, clientID)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 1 {
+				break
+			}
+			turnID = uuid.NewString()
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
 			VALUES ($1, $2, 'user', $3, $4, $5)`, s.ID, nextSeq, content, author, turnID); err != nil {

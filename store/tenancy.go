@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -141,10 +144,12 @@ func (db *DB) ProjectByKey(ctx context.Context, keyOrID string) (Project, error)
 	return p, nil
 }
 
-// EnsureSubject creates the subject when it does not exist and returns it.
+// EnsureSubject creates the subject when it does not exist and returns the
+// stored row (a subject that exists keeps its kind, name and email). An id
+// must be 1-255 bytes of UTF-8 without NUL.
 func (db *DB) EnsureSubject(ctx context.Context, s Subject) (Subject, error) {
-	if s.ID == "" || len(s.ID) > 255 {
-		return Subject{}, Errorf(CodeInvalid, "subject: must be 1-255 characters")
+	if err := ValidateSubjectID(s.ID); err != nil {
+		return Subject{}, err
 	}
 	if s.Kind == "" {
 		s.Kind = ActorHuman
@@ -153,23 +158,42 @@ func (db *DB) EnsureSubject(ctx context.Context, s Subject) (Subject, error) {
 	if s.Email != "" {
 		email = &s.Email
 	}
-	// DO NOTHING takes no row lock, so that concurrent requests of one
-	// subject do not queue behind each other here.
-	err := db.pool.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO subjects (id, kind, display_name, email) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (id) DO NOTHING
-			RETURNING id, kind, display_name, COALESCE(email, ''), created_at)
-		SELECT * FROM ins
-		UNION ALL
-		SELECT id, kind, display_name, COALESCE(email, ''), created_at FROM subjects WHERE id = $1
-		LIMIT 1`,
+	// The common case, a subject that exists, is a read: no row lock, so
+	// that concurrent requests of one subject do not queue behind each other.
+	err := db.pool.QueryRow(ctx, `SELECT id, kind, display_name, COALESCE(email, ''), created_at
+		FROM subjects WHERE id = $1`, s.ID).Scan(&s.ID, &s.Kind, &s.DisplayName, &s.Email, &s.CreatedAt)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Subject{}, fmt.Errorf("store: ensure subject: %w", err)
+	}
+	// One upsert: when a concurrent request inserted the row first, the
+	// no-op update locks and returns that row, which DO NOTHING would not.
+	err = db.pool.QueryRow(ctx, `
+		INSERT INTO subjects (id, kind, display_name, email) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET id = subjects.id
+		RETURNING id, kind, display_name, COALESCE(email, ''), created_at`,
 		s.ID, s.Kind, s.DisplayName, email).
 		Scan(&s.ID, &s.Kind, &s.DisplayName, &s.Email, &s.CreatedAt)
 	if err != nil {
 		return Subject{}, fmt.Errorf("store: ensure subject: %w", err)
 	}
 	return s, nil
+}
+
+// ValidateSubjectID reports why id cannot name a subject: empty, over 255
+// bytes, not UTF-8, or holding a NUL (which Postgres text cannot store).
+func ValidateSubjectID(id string) error {
+	switch {
+	case id == "" || len(id) > 255:
+		return Errorf(CodeInvalid, "subject: must be 1-255 bytes, got %d", len(id))
+	case !utf8.ValidString(id):
+		return Errorf(CodeInvalid, "subject: must be UTF-8")
+	case strings.ContainsRune(id, 0):
+		return Errorf(CodeInvalid, "subject: must not contain NUL")
+	}
+	return nil
 }
 
 // CreateRoleBinding binds role to subject at scope; the subject is created if
