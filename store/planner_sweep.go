@@ -8,6 +8,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Why a running turn's lease is stale (TurnRef.Stale).
+const (
+	// StaleWorkerLost: the lease had not run out, but its worker stopped
+	// beating (killed, lost host, or stopped with the turn still held).
+	StaleWorkerLost = "worker_lost"
+	// StaleLeaseExpired: the lease ran out or was handed back.
+	StaleLeaseExpired = "lease_expired"
+)
+
 // TurnRef names a turn and, for a stale lease, the token that expired.
 type TurnRef struct {
 	Session string
@@ -15,15 +24,22 @@ type TurnRef struct {
 	Token   int64
 	// Enqueued is when the turn's task was last put in the queue, if ever.
 	Enqueued *time.Time
+	// Stale says why a lease is stale (StaleWorkerLost, StaleLeaseExpired);
+	// empty for a queued head.
+	Stale string
 }
 
-// StaleLeases lists running turns whose worker stopped renewing its lease:
-// they must be resumed elsewhere.
+// StaleLeases lists running turns that must be resumed elsewhere: their
+// worker stopped beating, or their lease ran out or was handed back.
 func (db *DB) StaleLeases(ctx context.Context, limit int) ([]TurnRef, error) {
 	rows, err := db.pool.Query(ctx, `
-		SELECT s.id, t.id, s.lease_token, t.enqueued_at FROM planner_sessions s
-		JOIN planner_turns t ON t.session_id = s.id AND t.status = 'running'
-		WHERE s.lease_owner IS NOT NULL AND s.lease_expires_at < now()
+		SELECT s.id, t.id, s.lease_token, t.enqueued_at,
+		       CASE WHEN s.lease_expires_at <= now() THEN 'lease_expired' ELSE 'worker_lost' END
+		FROM planner_turns t
+		JOIN planner_sessions s ON s.id = t.session_id
+		LEFT JOIN planner_workers w ON w.id = s.lease_owner
+		WHERE t.status = 'running' AND s.lease_owner IS NOT NULL
+		  AND (s.lease_expires_at <= now() OR w.expires_at <= now())
 		LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: stale leases: %w", err)
@@ -33,10 +49,11 @@ func (db *DB) StaleLeases(ctx context.Context, limit int) ([]TurnRef, error) {
 
 // QueuedHeads lists queued turns that are next in their session and either
 // were never enqueued (older than grace) or were enqueued before
-// enqueuedBefore: the queue may have lost them.
+// enqueuedBefore: the queue may have lost them, or a worker may hold their
+// task without ever claiming it.
 func (db *DB) QueuedHeads(ctx context.Context, grace time.Duration, enqueuedBefore time.Time, limit int) ([]TurnRef, error) {
 	rows, err := db.pool.Query(ctx, `
-		SELECT t.session_id, t.id, 0, t.enqueued_at FROM planner_turns t
+		SELECT t.session_id, t.id, 0, t.enqueued_at, '' FROM planner_turns t
 		WHERE t.status = 'queued'
 		  AND ((t.enqueued_at IS NULL AND t.created_at < now() - $1::interval) OR t.enqueued_at < $2)
 		  AND NOT EXISTS (SELECT 1 FROM planner_turns e WHERE e.session_id = t.session_id
@@ -48,10 +65,53 @@ func (db *DB) QueuedHeads(ctx context.Context, grace time.Duration, enqueuedBefo
 	return collectRefs(rows)
 }
 
+// TouchEnqueued records that the turns' tasks were seen in the queue now,
+// so that the sweeper looks at them again only later: one write for all.
+func (db *DB) TouchEnqueued(ctx context.Context, turnIDs []string) error {
+	if len(turnIDs) == 0 {
+		return nil
+	}
+	if _, err := db.pool.Exec(ctx, `UPDATE planner_turns SET enqueued_at = now()
+		WHERE id = ANY($1::uuid[]) AND status = 'queued'`, turnIDs); err != nil {
+		return fmt.Errorf("store: touch enqueued: %w", err)
+	}
+	return nil
+}
+
+// Beat records that worker id is alive until now + timeout; the leases it
+// holds stay live only while its beat does. The row is created on the first
+// beat (and again if it was cleaned up while the worker was away).
+func (db *DB) Beat(ctx context.Context, id string, timeout time.Duration) error {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO planner_workers (id, expires_at) VALUES ($1, now() + $2::interval)
+		ON CONFLICT (id) DO UPDATE SET beat_at = now(), expires_at = EXCLUDED.expires_at`, id, timeout.String()); err != nil {
+		return fmt.Errorf("store: worker beat: %w", err)
+	}
+	return nil
+}
+
+// StopBeating expires worker id at once: a stopping worker's leases that it
+// still holds are resumed elsewhere without waiting for them to run out.
+func (db *DB) StopBeating(ctx context.Context, id string) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE planner_workers SET expires_at = now() WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("store: stop worker beat: %w", err)
+	}
+	return nil
+}
+
+// ForgetWorkers deletes the rows of workers whose beat expired before
+// before and that hold no lease any more.
+func (db *DB) ForgetWorkers(ctx context.Context, before time.Time) error {
+	if _, err := db.pool.Exec(ctx, `DELETE FROM planner_workers w WHERE w.expires_at < $1
+		AND NOT EXISTS (SELECT 1 FROM planner_sessions s WHERE s.lease_owner = w.id)`, before); err != nil {
+		return fmt.Errorf("store: forget workers: %w", err)
+	}
+	return nil
+}
+
 func collectRefs(rows pgx.Rows) ([]TurnRef, error) {
 	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TurnRef, error) {
 		var t TurnRef
-		err := r.Scan(&t.Session, &t.Turn, &t.Token, &t.Enqueued)
+		err := r.Scan(&t.Session, &t.Turn, &t.Token, &t.Enqueued, &t.Stale)
 		return t, err
 	})
 	if err != nil {

@@ -65,14 +65,80 @@ func (q *Queue) Inspector() *asynq.Inspector { return q.inspector }
 // Enqueue puts a turn task in the planner queue under taskID (the turn id,
 // or a resume id). A task already there under that id is not an error.
 func (q *Queue) Enqueue(ctx context.Context, session, turn, taskID string) error {
-	payload, _ := json.Marshal(TurnPayload{Session: session, Turn: turn})
-	task := asynq.NewTask(TypeTurn, payload, asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
-		asynq.Timeout(q.timeout), asynq.MaxRetry(50))
-	_, err := q.client.EnqueueContext(ctx, task)
+	err := q.enqueue(ctx, session, turn, taskID)
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("tasks: enqueue turn %s: %w", turn, err)
 	}
 	return nil
+}
+
+// Resumed says what EnqueueFresh did.
+type Resumed int
+
+// EnqueueFresh outcomes.
+const (
+	// ResumeEnqueued: a new task was put in the queue; a worker runs it.
+	ResumeEnqueued Resumed = iota
+	// ResumeWaiting: a task under one of the ids is waiting in the queue
+	// (pending, scheduled or retry) and will reach a worker.
+	ResumeWaiting
+)
+
+// maxFreshIDs bounds how many ids EnqueueFresh tries for one task: each id
+// held active (by a worker that died before it claimed the turn) moves it
+// on to the next.
+const maxFreshIDs = 8
+
+// EnqueueFresh makes sure a task for the turn will reach a worker. It
+// enqueues under taskID; when that id is held by a task that is active, it
+// tries taskID:2, taskID:3, …: an active task may belong to a worker that
+// died after taking it and before claiming the turn, which asynq recovers
+// only a minute later. Extra tasks are harmless: the handler claims the turn
+// through its lease and fencing token, and drops a task for a turn that is
+// finished or held by a live lease. It never counts a conflict as success:
+// the result says whether a task was enqueued or one is waiting, and an
+// error means neither.
+func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) (string, Resumed, error) {
+	for i, tries := 1, 0; i <= maxFreshIDs && tries < 3*maxFreshIDs; i, tries = i+1, tries+1 {
+		id := taskID
+		if i > 1 {
+			id = fmt.Sprintf("%s:%d", taskID, i)
+		}
+		err := q.enqueue(ctx, session, turn, id)
+		if err == nil {
+			return id, ResumeEnqueued, nil
+		}
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return "", 0, fmt.Errorf("tasks: enqueue turn %s: %w", turn, err)
+		}
+		info, err := q.inspector.GetTaskInfo(q.names.Queue(), id)
+		switch {
+		case errors.Is(err, asynq.ErrTaskNotFound):
+			i-- // gone in between (completed): the same id is free again
+			continue
+		case err != nil:
+			return "", 0, fmt.Errorf("tasks: look up task %s: %w", id, err)
+		}
+		switch info.State {
+		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry, asynq.TaskStateAggregating:
+			return id, ResumeWaiting, nil
+		case asynq.TaskStateArchived, asynq.TaskStateCompleted:
+			if err := q.Delete(id); err != nil {
+				return "", 0, err
+			}
+			i-- // try the same id again
+		}
+		// Active: held by a worker, perhaps a dead one; try the next id.
+	}
+	return "", 0, fmt.Errorf("tasks: enqueue turn %s: the ids %s to %s:%d are all held by active tasks", turn, taskID, taskID, maxFreshIDs)
+}
+
+func (q *Queue) enqueue(ctx context.Context, session, turn, taskID string) error {
+	payload, _ := json.Marshal(TurnPayload{Session: session, Turn: turn})
+	task := asynq.NewTask(TypeTurn, payload, asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
+		asynq.Timeout(q.timeout), asynq.MaxRetry(50))
+	_, err := q.client.EnqueueContext(ctx, task)
+	return err
 }
 
 // Exists reports whether a task with the id is in the planner queue and

@@ -19,6 +19,7 @@ type metrics struct {
 	toolTime    *prometheus.HistogramVec
 	running     prometheus.Gauge
 	compactions *prometheus.CounterVec
+	resumes     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, q *tasks.Queue) (*metrics, error) {
@@ -39,12 +40,15 @@ func newMetrics(reg prometheus.Registerer, q *tasks.Queue) (*metrics, error) {
 			Help: "Turns running on this worker."}),
 		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_compactions_total",
 			Help: "Context compactions, by outcome (ok, failed)."}, []string{"outcome"}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_resumes_total",
+			Help: "Turns the sweeper put back in the queue, by reason (worker_lost, lease_expired, not_queued)."},
+			[]string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.turns, m.duration, m.queueWait, m.rounds, m.toolCalls, m.toolTime,
-		m.running, m.compactions, &queueDepth{q: q}} {
+		m.running, m.compactions, m.resumes, &queueDepth{q: q}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

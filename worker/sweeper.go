@@ -5,64 +5,121 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
 )
 
-// sweep resumes what would otherwise be stranded, every second:
-//   - a running turn whose worker stopped renewing its lease (SIGKILL, a
-//     lost host) gets a resume task, keyed by the expired fencing token so
-//     that every worker's sweeper enqueues it once;
+// headRecheck is how long after its enqueue a session's next turn may stay
+// unclaimed before the sweeper makes sure its task is in the queue and not
+// held by a worker that died before claiming it; it is also the grace a
+// committed turn that was never enqueued gets.
+const headRecheck = 2 * time.Second
+
+// sweeper resumes what would otherwise be stranded, every tick:
+//   - a running turn whose worker stopped beating (SIGKILL, a lost host) or
+//     whose lease ran out or was handed back gets a resume task, keyed by
+//     the stale fencing token so that every worker's sweeper enqueues it
+//     once;
 //   - a session's next turn that was never enqueued, or whose task is not in
-//     the queue a lease after it was enqueued (the process died between
-//     commit and enqueue, or Redis lost it), is enqueued again.
-func (w *Worker) sweep(ctx context.Context) {
-	defer w.wg.Done()
-	t := time.NewTicker(time.Second)
+//     the queue, or is held active without the turn being claimed, a
+//     moment after it was enqueued (the process died between commit and
+//     enqueue, Redis lost it, a worker died between dequeue and claim), is
+//     enqueued again.
+//
+// A task id that is held by an active task is never taken for a resume:
+// tasks.Queue.EnqueueFresh moves on to a fresh id.
+type sweeper struct {
+	db      *store.DB
+	queue   *tasks.Queue
+	every   time.Duration
+	forget  time.Duration
+	log     *slog.Logger
+	metrics *metrics
+
+	cancel     context.CancelFunc
+	done       chan struct{}
+	lastForget time.Time
+}
+
+func newSweeper(db *store.DB, queue *tasks.Queue, every, forget time.Duration, log *slog.Logger, m *metrics) *sweeper {
+	return &sweeper{db: db, queue: queue, every: every, forget: forget, log: log, metrics: m}
+}
+
+func (s *sweeper) start(ctx context.Context) {
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel, s.done = cancel, make(chan struct{})
+	go s.run(bg)
+}
+
+func (s *sweeper) shutdown() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+}
+
+func (s *sweeper) run(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := w.sweepOnce(ctx); err != nil && ctx.Err() == nil {
-				w.log.WarnContext(ctx, "sweep", slog.Any("error", err))
+			if err := s.sweepOnce(ctx); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "sweep", slog.Any("error", err))
 			}
 		}
 	}
 }
 
-func (w *Worker) sweepOnce(ctx context.Context) error {
-	stale, err := w.d.DB.StaleLeases(ctx, 100)
+func (s *sweeper) sweepOnce(ctx context.Context) error {
+	stale, err := s.db.StaleLeases(ctx, 100)
 	if err != nil {
 		return err
 	}
-	for _, s := range stale {
-		id := fmt.Sprintf("%s:resume:%d", s.Turn, s.Token)
-		if err := w.d.Queue.Enqueue(ctx, s.Session, s.Turn, id); err != nil {
-			return err
+	for _, r := range stale {
+		id, res, err := s.queue.EnqueueFresh(ctx, r.Session, r.Turn, fmt.Sprintf("%s:resume:%d", r.Turn, r.Token))
+		if err != nil {
+			s.log.WarnContext(ctx, "resume turn", slog.String("turn", r.Turn), slog.Any("error", err))
+			continue
 		}
-		w.log.InfoContext(ctx, "lease expired; resuming turn", slog.String("session", s.Session), slog.String("turn", s.Turn))
+		if res == tasks.ResumeEnqueued {
+			s.metrics.resumes.WithLabelValues(r.Stale).Inc()
+			s.log.InfoContext(ctx, "resuming turn", slog.String("session", r.Session), slog.String("turn", r.Turn),
+				slog.String("reason", r.Stale), slog.String("task", id))
+		}
 	}
-	heads, err := w.d.DB.QueuedHeads(ctx, 2*time.Second, time.Now().Add(-w.cfg.Lease), 100)
+	heads, err := s.db.QueuedHeads(ctx, headRecheck, time.Now().Add(-headRecheck), 100)
 	if err != nil {
 		return err
 	}
+	seen := make([]string, 0, len(heads))
 	for _, h := range heads {
-		if h.Enqueued != nil {
-			there, err := w.d.Queue.Exists(h.Turn)
-			if err != nil {
-				continue
-			}
-			if there {
-				// Waiting its turn in a busy queue: look again a lease later,
-				// and let the heads behind it be looked at meanwhile.
-				if err := w.d.DB.MarkEnqueued(ctx, h.Turn); err != nil {
-					return err
-				}
-				continue
-			}
-			w.log.WarnContext(ctx, "queued turn missing from the queue; enqueueing again", slog.String("turn", h.Turn))
+		id, res, err := s.queue.EnqueueFresh(ctx, h.Session, h.Turn, h.Turn)
+		if err != nil {
+			s.log.WarnContext(ctx, "enqueue queued turn", slog.String("turn", h.Turn), slog.Any("error", err))
+			continue
 		}
-		w.planners.EnqueueTurn(ctx, h.Session, h.Turn)
+		seen = append(seen, h.Turn) // look again only a while later
+		if res == tasks.ResumeEnqueued {
+			s.metrics.resumes.WithLabelValues(resumeNotQueued).Inc()
+			s.log.WarnContext(ctx, "queued turn missing from the queue; enqueued again", slog.String("session", h.Session),
+				slog.String("turn", h.Turn), slog.String("task", id))
+		}
+	}
+	if err := s.db.TouchEnqueued(ctx, seen); err != nil {
+		return err
+	}
+	if time.Since(s.lastForget) > s.forget {
+		s.lastForget = time.Now()
+		return s.db.ForgetWorkers(ctx, time.Now().Add(-s.forget))
 	}
 	return nil
 }
+
+// resumeNotQueued labels a queued turn found missing from the queue.
+const resumeNotQueued = "not_queued"

@@ -63,10 +63,18 @@ type Worker struct {
 	stopping atomic.Bool
 	mu       sync.Mutex
 	running  map[string]*runningTurn
+	handlers inflight
+	beat     *heartbeat
+	sweeper  *sweeper
 	cancel   context.CancelFunc
 	sub      *redis.PubSub
 	wg       sync.WaitGroup
 }
+
+// handBackTimeout bounds how long Stop waits, once asynq's shutdown timeout
+// has cut the running turns off, for their handlers to hand their leases
+// back and return; nothing they use is closed before.
+const handBackTimeout = 5 * time.Second
 
 // New builds a worker; shutdown is how long running turns get on Stop.
 func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Worker, error) {
@@ -84,14 +92,20 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 		id:      fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(suffix)),
 		running: map[string]*runningTurn{}}
 	w.planners = tasks.NewPlanner(d.DB, d.Queue, d.Publisher, store.QueueLimits{}, d.Log)
+	w.beat = newHeartbeat(d.DB, w.id, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
+	w.sweeper = newSweeper(d.DB, d.Queue, cfg.HeartbeatInterval/2, max(time.Minute, cfg.Lease), d.Log, m)
 	return w, nil
 }
 
 // ID names this worker in leases and logs.
 func (w *Worker) ID() string { return w.id }
 
-// Start runs the asynq server, the cancel listener and the sweeper.
+// Start runs the heartbeat, the asynq server, the cancel listener and the
+// sweeper.
 func (w *Worker) Start(ctx context.Context) error {
+	if err := w.beat.start(ctx); err != nil {
+		return err
+	}
 	names := w.d.Queue.Names()
 	w.srv = asynq.NewServerFromRedisClient(w.d.Redis, asynq.Config{
 		Concurrency:              w.cfg.Concurrency,
@@ -105,22 +119,26 @@ func (w *Worker) Start(ctx context.Context) error {
 		LogLevel:                 asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
+	mux.Use(w.handlers.middleware)
 	mux.HandleFunc(tasks.TypeTurn, w.handle)
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
 	sub := w.d.Redis.Subscribe(bg, names.CancelChannel())
 	if _, err := sub.Receive(bg); err != nil {
 		cancel()
+		w.beat.shutdown(bg)
 		return fmt.Errorf("worker: subscribe to cancels: %w", err)
 	}
 	w.sub = sub
-	w.wg.Add(2)
+	w.wg.Add(1)
 	go w.listenCancels(sub)
-	go w.sweep(bg)
+	w.sweeper.start(bg)
 	if err := w.srv.Start(mux); err != nil {
+		w.sweeper.shutdown()
 		cancel()
 		_ = sub.Close()
 		w.wg.Wait()
+		w.beat.shutdown(context.WithoutCancel(ctx))
 		return fmt.Errorf("worker: start: %w", err)
 	}
 	w.log.InfoContext(ctx, "worker started", slog.String("worker", w.id), slog.String("queue", names.Queue()),
@@ -128,13 +146,23 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop drains: running turns get the shutdown timeout, then are handed back
-// and resume on another worker.
+// Stop drains: running turns get the shutdown timeout, then are cut off,
+// hand their leases back and resume on another worker at once. Stop returns
+// only when its handlers have returned (or handBackTimeout passed), so the
+// caller may close what they use; a lease still held then is freed by
+// expiring this worker's heartbeat.
 func (w *Worker) Stop() {
 	w.stopping.Store(true)
 	if w.srv != nil {
+		// asynq requeues the tasks it cuts off and returns without waiting
+		// for their handlers.
 		w.srv.Shutdown()
 	}
+	if !w.handlers.wait(handBackTimeout) {
+		w.log.Warn("turns still running after the drain; their leases are freed by expiring the worker's heartbeat",
+			slog.String("worker", w.id), slog.Int("running", w.handlers.count()))
+	}
+	w.sweeper.shutdown()
 	if w.cancel != nil {
 		w.cancel()
 	}
@@ -142,6 +170,19 @@ func (w *Worker) Stop() {
 		_ = w.sub.Close()
 	}
 	w.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w.beat.shutdown(ctx)
+}
+
+// leaseLost stops every running turn: this worker could not beat for so
+// long that another may take its turns over.
+func (w *Worker) leaseLost() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, rt := range w.running {
+		rt.cancel(errLeaseLost)
+	}
 }
 
 // errLater asks asynq to try the task again soon; it is not a failure.
@@ -203,4 +244,60 @@ func (a asynqLogger) Error(args ...any) {
 }
 func (a asynqLogger) Fatal(args ...any) {
 	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
+}
+
+// inflight counts the handlers running, so that Stop can wait for them after
+// asynq's Shutdown has returned without doing so.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0, while someone waits
+}
+
+func (f *inflight) middleware(next asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
+		defer f.done()
+		return next.ProcessTask(ctx, t)
+	})
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+func (f *inflight) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+// wait reports whether every handler returned within timeout.
+func (f *inflight) wait(timeout time.Duration) bool {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -101,53 +103,41 @@ func (s *stack) outputs() []store.Output {
 // turn's outputs.
 func (s *stack) waitDone(turn string) []store.Output {
 	s.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		var mine []store.Output
+	var mine []store.Output
+	storetest.WaitFor(s.t, "turn "+turn+"'s done output", func() bool {
+		mine = mine[:0]
 		for _, o := range s.outputs() {
 			if o.Turn == turn {
 				mine = append(mine, o)
 			}
 		}
-		if n := len(mine); n > 0 && mine[n-1].Type == store.OutputDone {
-			return mine
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.t.Fatalf("turn %s not done after 60s", turn)
-	return nil
+		n := len(mine)
+		return n > 0 && mine[n-1].Type == store.OutputDone
+	})
+	return mine
 }
 
 // leaseHolder is the pid of the worker holding the session's lease.
 func (s *stack) leaseHolder() int {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		var owner *string
+	var owner *string
+	storetest.WaitFor(s.t, "a worker to take the session's lease", func() bool {
 		must(s.t, s.db.Pool().QueryRow(context.Background(), `SELECT lease_owner FROM planner_sessions WHERE id = $1`, s.session).Scan(&owner))
-		if owner != nil {
-			parts := strings.Split(*owner, ":")
-			pid, err := strconv.Atoi(parts[len(parts)-2])
-			must(s.t, err)
-			return pid
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.t.Fatal("no worker took the lease")
-	return 0
+		return owner != nil
+	})
+	parts := strings.Split(*owner, ":")
+	pid, err := strconv.Atoi(parts[len(parts)-2])
+	must(s.t, err)
+	return pid
 }
 
 // midTurn waits until the turn's tool ran and its second model call
 // streams, then returns the worker running it and the other one.
 func (s *stack) midTurn(a, b *process) (running, other *process) {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for countTypes(s.outputs(), store.OutputToolResult) == 0 || s.fake.Active() == 0 {
-		if time.Now().After(deadline) {
-			s.t.Fatal("the turn never reached its second model call")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	storetest.WaitFor(s.t, "the turn's second model call", func() bool {
+		return countTypes(s.outputs(), store.OutputToolResult) > 0 && s.fake.Active() > 0
+	})
 	if b.cmd.Process.Pid == s.leaseHolder() {
 		return b, a
 	}
@@ -268,6 +258,48 @@ func TestSigtermHandsTheTurnBack(t *testing.T) {
 	outs := s.waitDone(turn)
 	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 || countTypes(outs, store.OutputToolResult) != 1 {
 		t.Fatalf("outputs %v", outs)
+	}
+	survivor.stop(t)
+}
+
+// metric reads one sample of a process's /metrics, 0 when absent.
+func (p *process) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + p.metrics + "/metrics")
+	must(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	must(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			must(t, err)
+			return f
+		}
+	}
+	return 0
+}
+
+// A SIGKILLed worker is found dead by its stale heartbeat: its turn resumes
+// on the survivor long before the (here ten-minute) lease would run out,
+// completes exactly once, and the survivor says it was the heartbeat.
+func TestKilledWorkerIsFoundByItsHeartbeat(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, resumeScript)
+	s.env = append(s.env, "BALLET_WORKER_LEASE=10m")
+	a, b := s.worker(), s.worker()
+	turn := s.send("what can start now?")
+	victim, survivor := s.midTurn(a, b)
+	must(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	outs := s.waitDone(turn)
+	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 ||
+		countTypes(outs, store.OutputToolResult) != 1 {
+		t.Fatalf("outputs %v", outs)
+	}
+	lost := survivor.metric(t, `ballet_planner_resumes_total{reason="worker_lost"}`)
+	expired := survivor.metric(t, `ballet_planner_resumes_total{reason="lease_expired"}`)
+	if lost < 1 || expired != 0 {
+		t.Fatalf("resumes: worker_lost %v, lease_expired %v; want at least 1 and 0", lost, expired)
 	}
 	survivor.stop(t)
 }

@@ -1,0 +1,89 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// heartbeat records every interval that this worker process is alive. The
+// session leases a worker holds name it, and a lease whose worker's beat
+// has expired counts as expired: a killed worker's turns resume within the
+// heartbeat timeout, for one write per worker per interval however many
+// turns it runs (the per-turn lease is renewed only every lease/3 and is the
+// fallback when no beat is recorded).
+type heartbeat struct {
+	db       *store.DB
+	id       string
+	interval time.Duration
+	timeout  time.Duration
+	log      *slog.Logger
+	// lost is called when beats have failed for so long that other workers
+	// may already take this one for dead.
+	lost func()
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newHeartbeat(db *store.DB, id string, interval, timeout time.Duration, log *slog.Logger, lost func()) *heartbeat {
+	return &heartbeat{db: db, id: id, interval: interval, timeout: timeout, log: log, lost: lost}
+}
+
+// start records the first beat, so that no lease of this worker exists
+// without one, then beats in the background until shutdown.
+func (h *heartbeat) start(ctx context.Context) error {
+	if err := h.db.Beat(ctx, h.id, h.timeout); err != nil {
+		return fmt.Errorf("worker: heartbeat: %w", err)
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.cancel, h.done = cancel, make(chan struct{})
+	go h.run(bg)
+	return nil
+}
+
+func (h *heartbeat) run(ctx context.Context) {
+	defer close(h.done)
+	t := time.NewTicker(h.interval)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		bctx, cancel := context.WithTimeout(ctx, h.timeout)
+		err := h.db.Beat(bctx, h.id, h.timeout)
+		cancel()
+		switch {
+		case err == nil:
+			last = time.Now()
+		case ctx.Err() != nil:
+			return
+		default:
+			h.log.WarnContext(ctx, "worker heartbeat", slog.String("worker", h.id), slog.Any("error", err))
+			// Another worker may take our turns over from now on: stop them
+			// rather than race it (the fencing token would refuse our writes).
+			if time.Since(last) > h.timeout-h.interval {
+				h.lost()
+			}
+		}
+	}
+}
+
+// shutdown stops beating and expires this worker's beat at once, so that
+// any lease it still holds is resumed elsewhere without waiting for it.
+func (h *heartbeat) shutdown(ctx context.Context) {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	<-h.done
+	if err := h.db.StopBeating(ctx, h.id); err != nil {
+		h.log.WarnContext(ctx, "stop worker heartbeat", slog.String("worker", h.id), slog.Any("error", err))
+	}
+}
