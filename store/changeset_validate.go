@@ -63,6 +63,8 @@ type Proposal struct {
 	// SessionID links the changeset to the planner session that proposed
 	// it; empty takes it from a planner actor's subject.
 	SessionID string `json:"-"`
+	// Then, when set, runs in the transaction of the write, before commit.
+	Then Then[Changeset] `json:"-"`
 }
 
 // itemRefs lists the item references of an operation with their field names.

@@ -160,8 +160,11 @@ func (db *DB) ProposeChangeset(ctx context.Context, caller Caller, projectKey st
 			return err
 		}
 		w := &trackerTx{tx: tx, actor: caller.Actor, project: proj}
-		return w.event(ctx, "changeset.proposed", "changeset", cs.ID, "",
-			map[string]any{"id": cs.ID, "title": cs.Title, "operations": len(ops)})
+		if err := w.event(ctx, "changeset.proposed", "changeset", cs.ID, "",
+			map[string]any{"id": cs.ID, "title": cs.Title, "operations": len(ops)}); err != nil {
+			return err
+		}
+		return p.Then.run(ctx, tx, cs)
 	})
 	if err != nil {
 		return Changeset{}, fmt.Errorf("store: propose changeset: %w", err)

@@ -70,6 +70,8 @@ type NewKnowledge struct {
 	Body     string   `json:"body"`
 	Projects []string `json:"projects"`
 	Items    []string `json:"items"`
+	// Then, when set, runs in the transaction of the write, before commit.
+	Then Then[KnowledgeEntry] `json:"-"`
 }
 
 // KnowledgeUpdate changes an entry read at Version; nil fields stay as they
@@ -81,6 +83,8 @@ type KnowledgeUpdate struct {
 	Body     *string   `json:"body"`
 	Projects *[]string `json:"projects"`
 	Items    *[]string `json:"items"`
+	// Then, when set, runs in the transaction of the write, before commit.
+	Then Then[KnowledgeEntry] `json:"-"`
 }
 
 // KnowledgeFilter narrows ListKnowledge; empty fields do not filter. Limit
@@ -220,7 +224,10 @@ func (db *DB) CreateKnowledge(ctx context.Context, caller Caller, orgKey string,
 		_, err = AppendEvent(ctx, tx, Event{OrganizationID: org.ID, Type: "knowledge.created",
 			EntityType: "knowledge_entry", EntityID: k.ID, Actor: caller.Actor,
 			Payload: MustJSON(map[string]any{"kind": k.Kind, "title": k.Title, "projects": k.Projects, "items": k.Items, "version": 1})})
-		return err
+		if err != nil {
+			return err
+		}
+		return n.Then.run(ctx, tx, k)
 	})
 	if err != nil {
 		return fail(err)
@@ -354,7 +361,10 @@ func (db *DB) UpdateKnowledge(ctx context.Context, caller Caller, orgKey, id str
 		_, err = AppendEvent(ctx, tx, Event{OrganizationID: org.ID, Type: "knowledge.updated",
 			EntityType: "knowledge_entry", EntityID: k.ID, Actor: caller.Actor,
 			Payload: MustJSON(map[string]any{"version": k.Version, "fields": updatedFields(u)})})
-		return err
+		if err != nil {
+			return err
+		}
+		return u.Then.run(ctx, tx, k)
 	})
 	if err != nil {
 		return fail(err)

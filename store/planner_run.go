@@ -71,8 +71,12 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 	err := db.Tx(ctx, func(tx pgx.Tx) error {
 		var leaseLive bool
 		var token int64
-		err := tx.QueryRow(ctx, `SELECT lease_owner IS NOT NULL AND lease_expires_at > now(), lease_token
-			FROM planner_sessions WHERE id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE`,
+		// A lease is live while it has not run out and its worker still
+		// beats: a killed worker's lease is free as soon as its beat expires.
+		err := tx.QueryRow(ctx, `SELECT s.lease_owner IS NOT NULL AND s.lease_expires_at > now()
+			AND NOT EXISTS (SELECT 1 FROM planner_workers w WHERE w.id = s.lease_owner AND w.expires_at <= now()),
+			s.lease_token
+			FROM planner_sessions s WHERE s.id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE OF s`,
 			turnID).Scan(&leaseLive, &token)
 		if err != nil {
 			return notFound(err, "turn %q", turnID)
@@ -141,13 +145,7 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 // if f still holds the lease.
 func (db *DB) fenced(ctx context.Context, f Fence, fn func(pgx.Tx) error) error {
 	return db.Tx(ctx, func(tx pgx.Tx) error {
-		var ok bool
-		err := tx.QueryRow(ctx, `SELECT true FROM planner_sessions WHERE id = $1 AND lease_token = $2
-			AND lease_owner IS NOT NULL FOR UPDATE`, f.Session, f.Token).Scan(&ok)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrLeaseLost
-		}
-		if err != nil {
+		if err := checkFence(ctx, tx, f); err != nil {
 			return err
 		}
 		return fn(tx)
@@ -297,22 +295,26 @@ func (db *DB) ClaimToolCall(ctx context.Context, f Fence, toolUseID, name string
 }
 
 // CompleteToolCall stores a tool call's result and its tool_result output.
-func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) ([]Output, error) {
+// A call whose result was stored before, with its effect (RecordToolResult),
+// keeps that one: the stored call is returned either way, with the outputs
+// this call added.
+func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) (ToolCall, []Output, error) {
 	var outs []Output
 	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE planner_tool_calls SET status = 'done', result = $3, is_error = $4,
-			finished_at = now() WHERE session_id = $1 AND tool_use_id = $2`, f.Session, tc.ToolUseID, tc.Result, tc.IsError); err != nil {
+		var ok bool
+		var err error
+		if outs, ok, err = completeToolCall(ctx, tx, f, tc); err != nil || ok {
 			return err
 		}
-		var err error
-		outs, err = appendOutputs(ctx, tx, f.Session, Output{Turn: f.Turn, Type: OutputToolResult, Tool: tc.Name,
-			ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: tc.IsError})
-		return err
+		tc.Done = true
+		return tx.QueryRow(ctx, `SELECT result, is_error FROM planner_tool_calls
+			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, tc.ToolUseID).Scan(&tc.Result, &tc.IsError)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: complete tool call: %w", err)
+		return ToolCall{}, nil, fmt.Errorf("store: complete tool call: %w", err)
 	}
-	return outs, nil
+	tc.Done = true
+	return tc, outs, nil
 }
 
 // UsedToolUseIDs returns which of ids the session has already claimed.

@@ -168,7 +168,8 @@ func proposeChangesetTool() Tool {
 				return nil, err
 			}
 			normalizeOperations(in.Operations)
-			p := store.Proposal{Title: in.Title, Summary: in.Summary, Operations: in.Operations}
+			p := store.Proposal{Title: in.Title, Summary: in.Summary, Operations: in.Operations,
+				Then: recorded(env, proposed)}
 			if err := p.CheckNoPolicy(); err != nil {
 				return nil, err
 			}
@@ -176,19 +177,24 @@ func proposeChangesetTool() Tool {
 			if err != nil {
 				return nil, err
 			}
-			s := summarizeChangeset(cs)
-			return struct {
-				ID         string   `json:"id"`
-				Status     string   `json:"status"`
-				Title      string   `json:"title"`
-				Operations int      `json:"operations"`
-				Changes    []string `json:"changes"`
-				Note       string   `json:"note"`
-			}{cs.ID, cs.Status, cs.Title, len(cs.Operations), s.Changes,
-				"Proposed. A human reviews it and applies all or some operations, or rejects it; " +
-					"item keys are assigned when it is applied. Tell the human what you proposed and why."}, nil
+			return proposed(cs), nil
 		},
 	}
+}
+
+// proposed is propose_changeset's result.
+func proposed(cs store.Changeset) any {
+	s := summarizeChangeset(cs)
+	return struct {
+		ID         string   `json:"id"`
+		Status     string   `json:"status"`
+		Title      string   `json:"title"`
+		Operations int      `json:"operations"`
+		Changes    []string `json:"changes"`
+		Note       string   `json:"note"`
+	}{cs.ID, cs.Status, cs.Title, len(cs.Operations), s.Changes,
+		"Proposed. A human reviews it and applies all or some operations, or rejects it; " +
+			"item keys are assigned when it is applied. Tell the human what you proposed and why."}
 }
 
 // normalizeOperations upper-cases the item keys of ops (the model may

@@ -244,12 +244,14 @@ func createKnowledgeTool() Tool {
 		},
 		Permission: store.PermKnowledgeWrite,
 		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
+			out := func(k store.KnowledgeEntry) any { return knowledgeOf(k, false) }
 			k, err := env.DB.CreateKnowledge(ctx, env.Caller, env.Project.OrganizationID, store.NewKnowledge{
-				Kind: in.Kind, Title: in.Title, Body: in.Body, Projects: []string{env.Project.Key}, Items: in.Items})
+				Kind: in.Kind, Title: in.Title, Body: in.Body, Projects: []string{env.Project.Key}, Items: in.Items,
+				Then: recorded(env, out)})
 			if err != nil {
 				return nil, err
 			}
-			return knowledgeOf(k, false), nil
+			return out(k), nil
 		}),
 	}
 }
@@ -284,12 +286,14 @@ func updateKnowledgeTool() Tool {
 			if in.Kind == nil && in.Title == nil && in.Body == nil && in.Items == nil {
 				return nil, store.Errorf(store.CodeInvalid, "give at least one of kind, title, body, items to change")
 			}
+			out := func(k store.KnowledgeEntry) any { return knowledgeOf(k, false) }
 			k, err := env.DB.UpdateKnowledge(ctx, env.Caller, env.Project.OrganizationID, in.ID, store.KnowledgeUpdate{
-				Version: in.Version, Kind: in.Kind, Title: in.Title, Body: in.Body, Items: in.Items})
+				Version: in.Version, Kind: in.Kind, Title: in.Title, Body: in.Body, Items: in.Items,
+				Then: recorded(env, out)})
 			if err != nil {
 				return nil, namedNotFound(err, "knowledge entry %q not found", in.ID)
 			}
-			return knowledgeOf(k, false), nil
+			return out(k), nil
 		}),
 	}
 }

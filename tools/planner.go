@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -52,8 +54,22 @@ func plannerTools() []Tool {
 	}
 }
 
-// decode reads validated input strictly into v and refuses text the
-// database cannot hold (NUL characters), naming the field.
+// recorded is the step a writing tool gives its store write: the result
+// the tool makes of what it wrote (out) is stored with env.Record in the
+// write's own transaction. Without env.Record it does nothing.
+func recorded[T any](env Env, out func(T) any) store.Then[T] {
+	if env.Record == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx pgx.Tx, written T) error {
+		b, err := json.Marshal(out(written))
+		if err != nil {
+			return err
+		}
+		return env.Record(ctx, tx, Result{Text: string(b)})
+	}
+}
+
 // typed adapts a call on decoded input to a Tool.Call: the input is decoded
 // strictly into T first.
 func typed[T any](call func(ctx context.Context, env Env, in T) (any, error)) func(context.Context, Env, json.RawMessage) (any, error) {
@@ -66,6 +82,8 @@ func typed[T any](call func(ctx context.Context, env Env, in T) (any, error)) fu
 	}
 }
 
+// decode reads validated input strictly into v and refuses text the
+// database cannot hold (NUL characters), naming the field.
 func decode(input json.RawMessage, v any) error {
 	var raw any
 	if err := json.Unmarshal(input, &raw); err != nil {

@@ -10,7 +10,8 @@ import (
 
 // Config is the [worker] section of the configuration.
 type Config struct {
-	// Addr is where a standalone worker serves /healthz, /readyz and /metrics.
+	// Addr is where a standalone worker serves /healthz and /readyz; its
+	// metrics are on the process's metrics listener (metrics.addr).
 	Addr string `toml:"addr"`
 	// Concurrency is how many turns one worker runs at once; turns wait on
 	// the model, so hundreds is normal.
@@ -22,6 +23,12 @@ type Config struct {
 	// Lease is how long a session's turn lease lasts without renewal; a
 	// crashed worker's turn resumes elsewhere after it.
 	Lease time.Duration `toml:"lease"`
+	// HeartbeatInterval is how often a worker process records that it is
+	// alive; one write per worker, whatever number of turns it runs.
+	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
+	// HeartbeatTimeout is how long a worker's beat holds: a worker silent
+	// for longer is taken for dead and its turns resume elsewhere.
+	HeartbeatTimeout time.Duration `toml:"heartbeat_timeout"`
 	// TaskCheckInterval is how often an idle worker polls its queues.
 	TaskCheckInterval time.Duration `toml:"task_check_interval"`
 	// TurnTimeout bounds one turn.
@@ -36,6 +43,8 @@ func DefaultConfig() Config {
 		MaxQueuedTurns:           10000,
 		MaxQueuedTurnsPerProject: 1000,
 		Lease:                    15 * time.Second,
+		HeartbeatInterval:        time.Second,
+		HeartbeatTimeout:         3 * time.Second,
 		TaskCheckInterval:        5 * time.Millisecond,
 		TurnTimeout:              30 * time.Minute,
 	}
@@ -52,6 +61,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("worker.max_queued_turns_per_project: must be at least 1, got %d", c.MaxQueuedTurnsPerProject)
 	case c.Lease < time.Second:
 		return errors.New("worker.lease: must be at least 1s")
+	case c.HeartbeatInterval < 10*time.Millisecond:
+		return fmt.Errorf("worker.heartbeat_interval: must be at least 10ms, got %s", c.HeartbeatInterval)
+	case c.HeartbeatTimeout < 2*c.HeartbeatInterval:
+		return fmt.Errorf("worker.heartbeat_timeout: must be at least twice worker.heartbeat_interval (%s), got %s",
+			c.HeartbeatInterval, c.HeartbeatTimeout)
 	case c.TaskCheckInterval <= 0:
 		return errors.New("worker.task_check_interval: must be positive")
 	case c.TurnTimeout < time.Second:
@@ -73,16 +87,20 @@ type PlannerConfig struct {
 	// CompactAtTokens is the estimated context size that triggers
 	// compaction; 0 turns compaction off.
 	CompactAtTokens int `toml:"compact_at_tokens"`
+	// MaxToolInputBytes caps the input of one tool call that a model answer
+	// may store; a larger one is refused as an error result.
+	MaxToolInputBytes int `toml:"max_tool_input_bytes"`
 }
 
 // DefaultPlannerConfig returns the defaults of SPEC §1.
 func DefaultPlannerConfig() PlannerConfig {
 	return PlannerConfig{
-		Model:           "claude-sonnet-5-5",
-		MaxTokens:       8192,
-		MaxRounds:       20,
-		Skill:           "planner",
-		CompactAtTokens: 100000,
+		Model:             "claude-sonnet-5-5",
+		MaxTokens:         8192,
+		MaxRounds:         20,
+		Skill:             "planner",
+		CompactAtTokens:   100000,
+		MaxToolInputBytes: 256 << 10,
 	}
 }
 
@@ -97,6 +115,8 @@ func (c PlannerConfig) Validate() error {
 		return fmt.Errorf("planner.max_rounds: must be at least 1, got %d", c.MaxRounds)
 	case c.CompactAtTokens < 0:
 		return fmt.Errorf("planner.compact_at_tokens: must be at least 0, got %d", c.CompactAtTokens)
+	case c.MaxToolInputBytes < 1024:
+		return fmt.Errorf("planner.max_tool_input_bytes: must be at least 1024, got %d", c.MaxToolInputBytes)
 	}
 	return nil
 }

@@ -8,7 +8,9 @@ import (
 )
 
 // interruptedResult answers a tool call that never got its result.
-const interruptedResult = "error: this tool call was interrupted before it completed; its effect is unknown, so check the current state before calling it again"
+// A tool that writes stores its result with its effect, so a call without a
+// result had no effect.
+const interruptedResult = "error: this tool call was interrupted before it completed and had no effect; call it again if it is still needed"
 
 // toModel converts stored messages to the Messages API form.
 func toModel(msgs []store.Message) []gateway.Message {

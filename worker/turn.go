@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/store"
@@ -198,7 +199,9 @@ func (r *run) callModel(ctx context.Context, h store.History) error {
 	if err != nil {
 		return err
 	}
-	msg := store.Message{Role: "assistant", Content: fromModel(resp.Content), StopReason: resp.StopReason,
+	content, refused := screenAnswer(fromModel(resp.Content), r.w.planner.MaxToolInputBytes)
+	stop, _ := replaceNULs(resp.StopReason)
+	msg := store.Message{Role: "assistant", Content: content, StopReason: stop,
 		Usage: store.MessageUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
 			CacheReadTokens: resp.Usage.CacheReadInputTokens, CacheWriteTokens: resp.Usage.CacheCreationInputTokens}}
 	if err := r.uniqueToolUseIDs(ctx, msg.Content); err != nil {
@@ -214,7 +217,7 @@ func (r *run) callModel(ctx context.Context, h store.History) error {
 		r.final = &msg // stored with the done
 		return nil
 	}
-	_, outs, err := r.w.d.DB.AppendMessage(context.WithoutCancel(ctx), r.fence, msg, extra...)
+	_, outs, err := r.w.d.DB.AppendAnswer(context.WithoutCancel(ctx), r.fence, msg, refusedCalls(msg.Content, refused), extra...)
 	if err != nil {
 		return err
 	}
@@ -244,36 +247,11 @@ func (r *run) toolDefs() []gateway.Tool {
 // runTools runs the answer's tool calls in order as the human, each at most
 // once across attempts (keyed by tool_use_id), then stores the results.
 func (r *run) runTools(ctx context.Context, calls []store.Block) error {
-	caller, err := r.caller(ctx)
-	if err != nil {
-		return err
-	}
-	env := tools.Env{DB: r.w.d.DB, Caller: caller, Project: r.project, Session: r.fence.Session}
 	results := make([]store.Block, 0, len(calls))
 	for _, c := range calls {
-		tc, fresh, err := r.w.d.DB.ClaimToolCall(ctx, r.fence, c.ToolUseID, c.Name, c.Input)
+		tc, err := r.runTool(ctx, c)
 		if err != nil {
 			return err
-		}
-		switch {
-		case fresh:
-			started := time.Now()
-			res := r.w.d.Tools.Call(ctx, env, c.Name, c.Input)
-			tc.Result, tc.IsError = res.Text, res.IsError
-			if ctx.Err() != nil && res.IsError {
-				tc.Result = `{"error":"cancelled while running; its effect is unknown"}`
-			}
-			r.w.metrics.toolCall(c.Name, res.IsError, time.Since(started))
-			fallthrough
-		case !tc.Done:
-			if !fresh { // claimed by an attempt that died while it ran
-				tc.Result, tc.IsError = `{"error":"`+interruptedResult+`"}`, true
-			}
-			outs, err := r.w.d.DB.CompleteToolCall(context.WithoutCancel(ctx), r.fence, tc)
-			if err != nil {
-				return err
-			}
-			r.w.d.Publisher.Publish(ctx, outs...)
 		}
 		results = append(results, store.Block{Type: store.BlockToolResult, ToolUseID: c.ToolUseID, Text: tc.Result, IsError: tc.IsError})
 		if r.cancelled(ctx) {
@@ -289,6 +267,60 @@ func (r *run) runTools(ctx context.Context, calls []store.Block) error {
 	}
 	r.w.d.Publisher.Publish(ctx, outs...)
 	return nil
+}
+
+// runTool runs one tool call, unless its result is stored already, and
+// returns the stored call. A tool that writes to Postgres stores its result
+// in the transaction of its effect (tools.Env.Record), so a call claimed by
+// an attempt that died without a result had no effect, and runs again. The
+// call is authorized against the human's bindings as they are now.
+func (r *run) runTool(ctx context.Context, c store.Block) (store.ToolCall, error) {
+	tc, _, err := r.w.d.DB.ClaimToolCall(ctx, r.fence, c.ToolUseID, c.Name, c.Input)
+	if err != nil || tc.Done {
+		return tc, err
+	}
+	r.human = nil
+	caller, err := r.caller(ctx)
+	if err != nil {
+		return tc, err
+	}
+	hooks := hooksFor(r.fence.Session)
+	var recorded []store.Output
+	env := tools.Env{DB: r.w.d.DB, Caller: caller, Project: r.project, Session: r.fence.Session,
+		Record: func(ctx context.Context, tx pgx.Tx, res tools.Result) error {
+			if err := hooks.beforeCommit(ctx, c.ToolUseID); err != nil {
+				return err
+			}
+			if err := store.HoldBindings(ctx, tx, caller.Principal); err != nil {
+				return err
+			}
+			outs, err := store.RecordToolResult(ctx, tx, r.fence, store.ToolCall{ToolUseID: c.ToolUseID, Name: c.Name,
+				Result: res.Text, IsError: res.IsError})
+			recorded = outs
+			return err
+		}}
+	started := time.Now()
+	res := r.w.d.Tools.Call(ctx, env, c.Name, c.Input)
+	r.w.metrics.toolCall(c.Name, res.IsError, time.Since(started))
+	if ctx.Err() != nil && res.IsError {
+		if !errors.Is(context.Cause(ctx), errCancelled) {
+			// Shutdown or a lost lease: nothing was stored, so the attempt
+			// that resumes the turn runs the call again.
+			return tc, fmt.Errorf("worker: tool %s: %w", c.Name, context.Cause(ctx))
+		}
+		res.Text = `{"error":"cancelled while running; the call did not complete"}`
+	}
+	tc.Result, tc.IsError = res.Text, res.IsError
+	tc, outs, err := r.w.d.DB.CompleteToolCall(context.WithoutCancel(ctx), r.fence, tc)
+	if err != nil {
+		return tc, err
+	}
+	if len(outs) == 0 {
+		outs = recorded // stored with the tool's effect
+	}
+	r.w.d.Publisher.Publish(ctx, outs...)
+	hooks.afterResult(c.ToolUseID)
+	return tc, nil
 }
 
 // uniqueToolUseIDs gives every tool call of an answer an id of its own in
@@ -316,7 +348,7 @@ func (r *run) uniqueToolUseIDs(ctx context.Context, blocks []store.Block) error 
 		if b.Type != store.BlockToolUse {
 			continue
 		}
-		if b.ToolUseID == "" || taken[b.ToolUseID] {
+		if b.ToolUseID == "" || taken[b.ToolUseID] || strings.ContainsRune(b.ToolUseID, 0) {
 			b.ToolUseID = "toolu_ballet_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 		}
 		taken[b.ToolUseID] = true

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Then is a step a write runs in its own transaction, after its effect and
+// before it commits, so that the two commit together or not at all. The
+// planner stores a tool call's result this way: a crash loses both or
+// keeps both.
+type Then[T any] func(ctx context.Context, tx pgx.Tx, written T) error
+
+func (t Then[T]) run(ctx context.Context, tx pgx.Tx, written T) error {
+	if t == nil {
+		return nil
+	}
+	return t(ctx, tx, written)
+}
+
+// checkFence locks the session row in tx, if and only if f still holds the
+// lease.
+func checkFence(ctx context.Context, tx pgx.Tx, f Fence) error {
+	var ok bool
+	err := tx.QueryRow(ctx, `SELECT true FROM planner_sessions WHERE id = $1 AND lease_token = $2
+		AND lease_owner IS NOT NULL FOR UPDATE`, f.Session, f.Token).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrLeaseLost
+	}
+	return err
+}
+
+// AppendAnswer is AppendMessage for a model answer, with the answer's
+// refused tool calls (e.g. an input too large to keep) recorded as done
+// with their error results in the same transaction, so that they are never
+// run; a tool_result output follows the answer's outputs for each.
+func (db *DB) AppendAnswer(ctx context.Context, f Fence, m Message, refused []ToolCall, extra ...Output) (Message, []Output, error) {
+	var outs []Output
+	err := db.fenced(ctx, f, func(tx pgx.Tx) (err error) {
+		if m, outs, err = appendMessage(ctx, tx, f, m, extra...); err != nil {
+			return err
+		}
+		results := make([]Output, 0, len(refused))
+		for _, tc := range refused {
+			if _, err := tx.Exec(ctx, `INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input,
+				status, result, is_error, finished_at) VALUES ($1, $2, $3, $4, $5, 'done', $6, true, now())
+				ON CONFLICT DO NOTHING`, f.Session, tc.ToolUseID, f.Turn, tc.Name, tc.Input, tc.Result); err != nil {
+				return err
+			}
+			results = append(results, Output{Turn: f.Turn, Type: OutputToolResult, Tool: tc.Name,
+				ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: true})
+		}
+		more, err := appendOutputs(ctx, tx, f.Session, results...)
+		outs = append(outs, more...)
+		return err
+	})
+	if err != nil {
+		return Message{}, nil, fmt.Errorf("store: append answer: %w", err)
+	}
+	return m, outs, nil
+}
+
+// RecordToolResult stores a claimed tool call's result and its tool_result
+// output in tx, the transaction of the tool's effect, if f still holds the
+// lease. It returns the output to publish once tx commits.
+func RecordToolResult(ctx context.Context, tx pgx.Tx, f Fence, tc ToolCall) ([]Output, error) {
+	if err := checkFence(ctx, tx, f); err != nil {
+		return nil, fmt.Errorf("store: record tool result: %w", err)
+	}
+	outs, _, err := completeToolCall(ctx, tx, f, tc)
+	if err != nil {
+		return nil, fmt.Errorf("store: record tool result: %w", err)
+	}
+	return outs, nil
+}
+
+// completeToolCall stores the result of a tool call that has none yet and
+// its tool_result output. A call that has one already (stored with the
+// tool's effect) keeps it: ok is false and no output is added.
+func completeToolCall(ctx context.Context, tx pgx.Tx, f Fence, tc ToolCall) (outs []Output, ok bool, err error) {
+	tag, err := tx.Exec(ctx, `UPDATE planner_tool_calls SET status = 'done', result = $3, is_error = $4,
+		finished_at = now() WHERE session_id = $1 AND tool_use_id = $2 AND status <> 'done'`,
+		f.Session, tc.ToolUseID, tc.Result, tc.IsError)
+	if err != nil || tag.RowsAffected() == 0 {
+		return nil, false, err
+	}
+	outs, err = appendOutputs(ctx, tx, f.Session, Output{Turn: f.Turn, Type: OutputToolResult, Tool: tc.Name,
+		ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: tc.IsError})
+	return outs, true, err
+}
+
+// HoldBindings locks p's role bindings in tx, the transaction of a write
+// that p authorized, and fails with forbidden when one of them was removed
+// since p was read. The write then commits before any later removal of
+// those bindings, or not at all.
+func HoldBindings(ctx context.Context, tx pgx.Tx, p *Principal) error {
+	if p == nil || len(p.Bindings) == 0 {
+		return nil
+	}
+	ids := make([]string, len(p.Bindings))
+	for i, b := range p.Bindings {
+		ids[i] = b.ID
+	}
+	var held int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM role_bindings
+		WHERE subject = $1 AND id::text = ANY($2) FOR SHARE) b`, p.Subject, ids).Scan(&held); err != nil {
+		return fmt.Errorf("store: hold bindings: %w", err)
+	}
+	if held < len(ids) {
+		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+			"a role binding of %s was removed while the call ran; nothing was written", p.Subject)}
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+package worker
+
+import (
+	"context"
+	"sync"
+)
+
+// toolHooks stop a turn at the points of a tool call where a crash or a
+// concurrent change matters. Tests set them per session; in production
+// there are none.
+type toolHooks struct {
+	// BeforeCommit runs after a writing tool's effect, inside its
+	// transaction, before its result is stored; an error rolls both back.
+	BeforeCommit func(ctx context.Context, toolUseID string) error
+	// AfterResult runs once a tool call's result is stored.
+	AfterResult func(toolUseID string)
+}
+
+// hooksBySession maps a session id to its *toolHooks.
+var hooksBySession sync.Map
+
+func hooksFor(session string) *toolHooks {
+	if h, ok := hooksBySession.Load(session); ok {
+		return h.(*toolHooks)
+	}
+	return nil
+}
+
+func (h *toolHooks) beforeCommit(ctx context.Context, toolUseID string) error {
+	if h == nil || h.BeforeCommit == nil {
+		return nil
+	}
+	return h.BeforeCommit(ctx, toolUseID)
+}
+
+func (h *toolHooks) afterResult(toolUseID string) {
+	if h != nil && h.AfterResult != nil {
+		h.AfterResult(toolUseID)
+	}
+}
