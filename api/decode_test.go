@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,28 +57,7 @@ func (e inputEnv) send(method, path, who, contentType, body string) response {
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, "http://"+e.srv.Addr()+path, r)
-	if err != nil {
-		return failed(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if who != "" {
-		req.Header.Set("Authorization", "Bearer "+e.tokens[who])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return failed(fmt.Errorf("%s %s: %w", method, path, err))
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return failed(err)
-	}
-	out := response{Status: res.StatusCode, Raw: raw}
-	_ = json.Unmarshal(raw, &out.Body)
-	return out
+	return e.request(method, path, who, contentType, r)
 }
 
 // inputCase is one request and the reply it must get.

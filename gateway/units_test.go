@@ -35,6 +35,15 @@ func TestConfigValidate(t *testing.T) {
 		{"batch", func(c *Config) { c.UsageBatchSize = 0 }, "gateway.usage_batch_size: "},
 		{"buffer", func(c *Config) { c.UsageBuffer = 10 }, "gateway.usage_buffer: "},
 		{"flush", func(c *Config) { c.UsageFlushInterval = -time.Second }, "gateway.usage_flush_interval: "},
+		{"empty list", func(c *Config) { c.AllowedUpstreams = nil }, ""},
+		{"private ollama", func(c *Config) { c.AllowedUpstreams = []string{"http://10.0.0.5:11434/v1", "vllm.lan:8443"} }, ""},
+		{"empty entry", func(c *Config) { c.AllowedUpstreams = []string{""} }, "gateway.allowed_upstreams: entry \"\": must not be empty"},
+		{"wildcard", func(c *Config) { c.AllowedUpstreams = []string{"*.example.com"} }, "gateway.allowed_upstreams: entry \"*.example.com\": must be a host or a URL prefix"},
+		{"scheme", func(c *Config) { c.AllowedUpstreams = []string{"ftp://x"} }, "gateway.allowed_upstreams: entry \"ftp://x\": scheme must be http or https"},
+		{"userinfo", func(c *Config) { c.AllowedUpstreams = []string{"https://u:p@x"} }, "gateway.allowed_upstreams: entry \"https://u:p@x\": must not carry a user"},
+		{"query", func(c *Config) { c.AllowedUpstreams = []string{"https://x/v1?a=b"} }, "gateway.allowed_upstreams: "},
+		{"dots", func(c *Config) { c.AllowedUpstreams = []string{"https://x/v1/.."} }, "gateway.allowed_upstreams: "},
+		{"labels", func(c *Config) { c.MaxModelLabels = 0 }, "gateway.max_model_labels: must be at least 1, got 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
