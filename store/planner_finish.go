@@ -157,11 +157,3 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 	}
 	return res, nil
 }
-
-// MarkEnqueued records that the turn's task is in the queue.
-func (db *DB) MarkEnqueued(ctx context.Context, turnID string) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE planner_turns SET enqueued_at = now() WHERE id = $1`, turnID); err != nil {
-		return fmt.Errorf("store: mark enqueued: %w", err)
-	}
-	return nil
-}

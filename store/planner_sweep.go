@@ -22,7 +22,7 @@ type TurnRef struct {
 	Session string
 	Turn    string
 	Token   int64
-	// Enqueued is when the turn's task was last put in the queue, if ever.
+	// Enqueued is when the turn was last marked enqueued, if ever.
 	Enqueued *time.Time
 	// Stale says why a lease is stale (StaleWorkerLost, StaleLeaseExpired);
 	// empty for a queued head.
@@ -47,35 +47,34 @@ func (db *DB) StaleLeases(ctx context.Context, limit int) ([]TurnRef, error) {
 	return collectRefs(rows)
 }
 
-// QueuedHeads lists queued turns that are next in their session and either
-// were never enqueued (older than grace) or were enqueued before
-// enqueuedBefore: the queue may have lost them, or a worker may hold their
-// task without ever claiming it.
-func (db *DB) QueuedHeads(ctx context.Context, grace time.Duration, enqueuedBefore time.Time, limit int) ([]TurnRef, error) {
+// TakeDueHeads takes up to limit sessions' next turns that are still
+// queued although they were marked enqueued more than recheck ago (on the
+// database's clock): their task may never have reached the queue (the
+// process died between commit and enqueue), Redis may have lost it, or a
+// worker may hold it without ever claiming the turn. Each is marked
+// enqueued again as it is taken, in one statement, so that of all the
+// workers' sweepers exactly one re-enqueues it, and it is looked at again
+// only recheck later.
+//
+// Only a session's next turn is ever marked enqueued, in the transaction
+// that makes it the next (send, finish, cancel), so the sweep reads the
+// planner_turns_due_heads_idx index of those turns, oldest first, and never
+// the backlog behind them.
+func (db *DB) TakeDueHeads(ctx context.Context, recheck time.Duration, limit int) ([]TurnRef, error) {
 	rows, err := db.pool.Query(ctx, `
-		SELECT t.session_id, t.id, 0, t.enqueued_at, '' FROM planner_turns t
-		WHERE t.status = 'queued'
-		  AND ((t.enqueued_at IS NULL AND t.created_at < now() - $1::interval) OR t.enqueued_at < $2)
-		  AND NOT EXISTS (SELECT 1 FROM planner_turns e WHERE e.session_id = t.session_id
-		                  AND e.position < t.position AND e.status IN ('queued', 'running'))
-		ORDER BY COALESCE(t.enqueued_at, t.created_at) LIMIT $3`, grace.String(), enqueuedBefore, limit)
+		UPDATE planner_turns t SET enqueued_at = now()
+		WHERE t.status = 'queued' AND t.id = ANY (ARRAY(
+		      SELECT h.id FROM planner_turns h
+		      WHERE h.status = 'queued' AND h.enqueued_at IS NOT NULL AND h.enqueued_at < now() - $1::interval
+		        AND NOT EXISTS (SELECT 1 FROM planner_turns e WHERE e.session_id = h.session_id
+		                        AND e.position < h.position AND e.status IN ('queued', 'running'))
+		      ORDER BY h.enqueued_at LIMIT $2
+		      FOR UPDATE OF h SKIP LOCKED))
+		RETURNING t.session_id, t.id, 0::bigint, t.enqueued_at, ''`, recheck.String(), limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: queued heads: %w", err)
+		return nil, fmt.Errorf("store: take due heads: %w", err)
 	}
 	return collectRefs(rows)
-}
-
-// TouchEnqueued records that the turns' tasks were seen in the queue now,
-// so that the sweeper looks at them again only later: one write for all.
-func (db *DB) TouchEnqueued(ctx context.Context, turnIDs []string) error {
-	if len(turnIDs) == 0 {
-		return nil
-	}
-	if _, err := db.pool.Exec(ctx, `UPDATE planner_turns SET enqueued_at = now()
-		WHERE id = ANY($1::uuid[]) AND status = 'queued'`, turnIDs); err != nil {
-		return fmt.Errorf("store: touch enqueued: %w", err)
-	}
-	return nil
 }
 
 // Beat records that worker id is alive until now + timeout; the leases it

@@ -47,19 +47,6 @@ func (p *Planner) Enqueue(ctx context.Context, session, turn string) {
 	}
 }
 
-// EnqueueTurn puts a turn's task in the queue (task id = turn id) and
-// records when; the sweeper uses it for turns it finds unqueued.
-func (p *Planner) EnqueueTurn(ctx context.Context, session, turn string) {
-	if err := p.queue.Enqueue(ctx, session, turn, turn); err != nil {
-		p.log.WarnContext(ctx, "enqueue turn; the sweeper will retry", slog.String("session", session),
-			slog.String("turn", turn), slog.Any("error", err))
-		return
-	}
-	if err := p.db.MarkEnqueued(ctx, turn); err != nil {
-		p.log.WarnContext(ctx, "mark turn enqueued", slog.String("turn", turn), slog.Any("error", err))
-	}
-}
-
 // Cancel cancels one turn of a session, or all of its open turns: queued
 // ones end at once; running ones are flagged and their workers nudged.
 func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn string) (store.CancelResult, error) {

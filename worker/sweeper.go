@@ -10,10 +10,11 @@ import (
 	"github.com/balletplanner/ballet/tasks"
 )
 
-// headRecheck is how long after its enqueue a session's next turn may stay
-// unclaimed before the sweeper makes sure its task is in the queue and not
-// held by a worker that died before claiming it; it is also the grace a
-// committed turn that was never enqueued gets.
+// headRecheck is how long after it was marked enqueued a session's next turn
+// may stay unclaimed before the sweeper makes sure its task is in the queue
+// and not held by a worker that died before claiming it. A turn committed
+// and never enqueued (the api died in between) is marked in its commit, so
+// it waits this long, plus up to one sweep, before it is enqueued.
 const headRecheck = 2 * time.Second
 
 // sweeper resumes what would otherwise be stranded, every tick:
@@ -22,10 +23,10 @@ const headRecheck = 2 * time.Second
 //     the stale fencing token so that every worker's sweeper enqueues it
 //     once;
 //   - a session's next turn that was never enqueued, or whose task is not in
-//     the queue, or is held active without the turn being claimed, a
-//     moment after it was enqueued (the process died between commit and
-//     enqueue, Redis lost it, a worker died between dequeue and claim), is
-//     enqueued again.
+//     the queue, or is held active without the turn being claimed,
+//     headRecheck after it was marked enqueued (the process died between
+//     commit and enqueue, Redis lost it, a worker died between dequeue and
+//     claim), is enqueued again, by one worker's sweeper only.
 //
 // A task id that is held by an active task is never taken for a resume:
 // tasks.Queue.EnqueueFresh moves on to a fresh id.
@@ -93,26 +94,23 @@ func (s *sweeper) sweepOnce(ctx context.Context) error {
 				slog.String("reason", r.Stale), slog.String("task", id))
 		}
 	}
-	heads, err := s.db.QueuedHeads(ctx, headRecheck, time.Now().Add(-headRecheck), 100)
+	// Each due head is taken (and marked for a look again headRecheck
+	// later) by exactly one worker's sweep, which enqueues it again.
+	heads, err := s.db.TakeDueHeads(ctx, headRecheck, 100)
 	if err != nil {
 		return err
 	}
-	seen := make([]string, 0, len(heads))
 	for _, h := range heads {
 		id, res, err := s.queue.EnqueueFresh(ctx, h.Session, h.Turn, h.Turn)
 		if err != nil {
 			s.log.WarnContext(ctx, "enqueue queued turn", slog.String("turn", h.Turn), slog.Any("error", err))
 			continue
 		}
-		seen = append(seen, h.Turn) // look again only a while later
 		if res == tasks.ResumeEnqueued {
 			s.metrics.resumes.WithLabelValues(resumeNotQueued).Inc()
 			s.log.WarnContext(ctx, "queued turn missing from the queue; enqueued again", slog.String("session", h.Session),
 				slog.String("turn", h.Turn), slog.String("task", id))
 		}
-	}
-	if err := s.db.TouchEnqueued(ctx, seen); err != nil {
-		return err
 	}
 	if time.Since(s.lastForget) > s.forget {
 		s.lastForget = time.Now()
