@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"strings"
@@ -46,7 +47,7 @@ func (s *Server) identify(c *fiber.Ctx) error {
 		return store.Errorf(store.CodeExhausted,
 			"too many failed authentications from %s (auth.failure_burst); retry in %s", c.IP(), retryAfter(wait)+"s")
 	}
-	subject, err := s.subjectOf(c, token)
+	subject, err := s.subjectOf(c.UserContext(), token)
 	if store.IsCode(err, store.CodeUnauthenticated) {
 		s.failures.failed(c.IP(), now)
 	}
@@ -64,12 +65,12 @@ func (s *Server) identify(c *fiber.Ctx) error {
 
 // subjectOf checks a token: an API token, else a JWT of the OIDC issuer
 // when auth.oidc.issuer_url is set.
-func (s *Server) subjectOf(c *fiber.Ctx, token string) (string, error) {
+func (s *Server) subjectOf(ctx context.Context, token string) (string, error) {
 	if strings.HasPrefix(token, store.TokenPrefix) {
-		return s.db.AuthenticateToken(c.UserContext(), token)
+		return s.db.AuthenticateToken(ctx, token)
 	}
 	if s.oidc != nil {
-		return s.oidcSubject(c.UserContext(), token)
+		return s.oidcSubject(ctx, token)
 	}
 	return "", store.Errorf(store.CodeUnauthenticated, "invalid token")
 }

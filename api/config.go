@@ -18,11 +18,32 @@ type Config struct {
 	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
 	// BodyLimit caps request bodies, in bytes.
 	BodyLimit int `toml:"body_limit"`
+	// RPCAllowedOrigins are the browser origins (scheme://host[:port])
+	// besides the api's own that may open /rpc; "*" allows every origin.
+	RPCAllowedOrigins []string `toml:"rpc_allowed_origins"`
+	// RPCMaxConnections caps the /rpc sockets one process holds.
+	RPCMaxConnections int `toml:"rpc_max_connections"`
+	// RPCHeartbeat is the $/heartbeat interval; a client silent for three
+	// of them is closed with 4000.
+	RPCHeartbeat time.Duration `toml:"rpc_heartbeat"`
+	// RPCAuthTimeout is how long a socket may stay open without a valid auth.
+	RPCAuthTimeout time.Duration `toml:"rpc_auth_timeout"`
+	// RPCMaxFrameBytes caps one incoming frame.
+	RPCMaxFrameBytes int `toml:"rpc_max_frame_bytes"`
+	// RPCMaxInflight caps the requests of one socket that run at once.
+	RPCMaxInflight int `toml:"rpc_max_inflight"`
+	// RPCRequestsPerSecond and RPCRequestBurst are each socket's request
+	// rate limit (a token bucket).
+	RPCRequestsPerSecond int `toml:"rpc_requests_per_second"`
+	RPCRequestBurst      int `toml:"rpc_request_burst"`
 }
 
 // DefaultConfig returns the built-in server defaults of SPEC §1.
 func DefaultConfig() Config {
-	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20}
+	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20,
+		RPCAllowedOrigins: []string{}, RPCMaxConnections: defaultRPCMaxConnections, RPCHeartbeat: defaultRPCHeartbeat,
+		RPCAuthTimeout: defaultRPCAuthTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
+		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst}
 }
 
 // Validate reports the first invalid key of the section.
@@ -36,7 +57,7 @@ func (c Config) Validate() error {
 	if c.BodyLimit < 1024 {
 		return fmt.Errorf("server.body_limit: must be at least 1024, got %d", c.BodyLimit)
 	}
-	return nil
+	return c.validateRPC()
 }
 
 // Auth modes.

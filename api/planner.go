@@ -104,8 +104,12 @@ func (s *Server) cancelTurns(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"cancelled": cancelled, "stopping": stopping})
 }
 
-// listOutputs replays stored outputs after from_cursor, in cursor order.
+// listOutputs replays stored outputs after from_cursor, in cursor order;
+// with Accept: text/event-stream it streams them (planner_sse.go).
 func (s *Server) listOutputs(c *fiber.Ctx) error {
+	if wantsEventStream(c) {
+		return s.streamOutputs(c)
+	}
 	from, err := strconv.ParseInt(c.Query("from_cursor", "0"), 10, 64)
 	if err != nil || from < 0 {
 		return store.Errorf(store.CodeInvalid, "from_cursor: must be a non-negative integer")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -29,6 +30,10 @@ type Deps struct {
 	Version  string
 	// Planner sends and cancels turns; nil leaves the planner routes out.
 	Planner *tasks.Planner
+	// Hub fans live planner outputs out to this process's watchers (the
+	// outputs route's event stream); the server starts and stops it. nil
+	// answers a stream request with 503.
+	Hub *tasks.Hub
 	// Monitoring is the asynq dashboard, mounted at /monitoring/ for
 	// platform admins; nil leaves it out.
 	Monitoring http.Handler
@@ -56,10 +61,17 @@ type Server struct {
 	// failures limits failed authentications per client address.
 	failures *failureLimiter
 
-	planner    *tasks.Planner
+	planner *tasks.Planner
+	hub     *tasks.Hub
+	// stopping is closed when Stop begins: event streams end on it.
+	stopping   chan struct{}
+	stopOnce   sync.Once
 	monitoring http.Handler
 	sealer     CredentialSealer
 	upstreams  UpstreamPolicy
+
+	rpcCfg   rpcSettings
+	rpcConns rpcRegistry
 }
 
 // New builds the api and registers its routes.
@@ -68,11 +80,12 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		d.Log = slog.Default()
 	}
 	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, log: d.Log,
-		planner: d.Planner, monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams}
+		planner: d.Planner, hub: d.Hub, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
 	}
 	s.failures = newFailureLimiter(auth.failureLimits())
+	s.rpcCfg = cfg.rpc()
 	s.app = fiber.New(fiber.Config{
 		AppName:               "ballet",
 		BodyLimit:             cfg.BodyLimit,
@@ -94,6 +107,12 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.cfg.Addr, err)
 	}
+	if s.hub != nil {
+		if err := s.hub.Start(ctx); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("api: start hub: %w", err)
+		}
+	}
 	s.ln = ln
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.app.Listener(lingerListener{ln}) }()
@@ -110,13 +129,21 @@ func (s *Server) Addr() string {
 }
 
 // Stop stops accepting requests and waits for running ones up to the
-// shutdown timeout.
-func (s *Server) Stop() {
+// shutdown timeout; event streams end at once. Calls after the first do
+// nothing.
+func (s *Server) Stop() { s.stopOnce.Do(s.stop) }
+
+func (s *Server) stop() {
+	close(s.stopping)
+	s.rpcConns.shutdown(s.cfg.ShutdownTimeout)
 	if err := s.app.ShutdownWithTimeout(s.cfg.ShutdownTimeout); err != nil {
 		s.log.Warn("api shutdown", slog.Any("error", err))
 	}
 	if s.done != nil {
 		<-s.done
+	}
+	if s.hub != nil {
+		s.hub.Stop()
 	}
 }
 
@@ -126,6 +153,7 @@ func (s *Server) routes() {
 	if s.monitoring != nil {
 		s.mountMonitoring(s.monitoring)
 	}
+	s.registerRPC()
 	s.registerOpenAPI(s.app.Group("/api/v1")) // public: before the authenticated group
 	v1 := s.app.Group("/api/v1", s.checkInput, s.authenticate)
 	s.registerV1(v1)

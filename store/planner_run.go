@@ -249,6 +249,7 @@ func appendMessage(ctx context.Context, tx pgx.Tx, f Fence, m Message, extra ...
 	if err != nil {
 		return Message{}, nil, err
 	}
+	outs[0].Role, outs[0].Content = m.Role, m.Content // published with the message, as a read joins them
 	return m, outs, nil
 }
 

@@ -58,6 +58,13 @@ type Output struct {
 	IsError   bool            `json:"is_error,omitempty"`
 	Seq       int64           `json:"seq,omitempty"`
 	Position  *int64          `json:"position,omitempty"`
+	// Role and Content are the stored message of a message output, so that
+	// a client can show it without a second request. They are not kept in
+	// the output's row: a read joins them from the message.
+	Role    string  `json:"role,omitempty"`
+	Content []Block `json:"content,omitempty"`
+	// CreatedAt is when a stored output was committed; text deltas have none.
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // Turn is one human message's run through the planner.
@@ -229,16 +236,20 @@ func appendOutputs(ctx context.Context, tx pgx.Tx, sessionID string, outs ...Out
 		return nil, nil
 	}
 	var first int64
+	var at time.Time
 	if err := tx.QueryRow(ctx, `UPDATE planner_sessions SET next_cursor = next_cursor + $2
-		WHERE id = $1 RETURNING next_cursor - $2`, sessionID, len(outs)).Scan(&first); err != nil {
+		WHERE id = $1 RETURNING next_cursor - $2, now()`, sessionID, len(outs)).Scan(&first, &at); err != nil {
 		return nil, fmt.Errorf("append outputs: %w", err)
 	}
 	batch := &pgx.Batch{}
 	for i := range outs {
 		outs[i].Session = sessionID
 		outs[i].Cursor = first + int64(i)
-		batch.Queue(`INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data) VALUES ($1, $2, $3, $4, $5)`,
-			sessionID, outs[i].Cursor, outs[i].Turn, outs[i].Type, outs[i])
+		outs[i].CreatedAt = at
+		row := outs[i]
+		row.Role, row.Content, row.CreatedAt = "", nil, time.Time{} // kept in their own columns
+		batch.Queue(`INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+			sessionID, outs[i].Cursor, outs[i].Turn, outs[i].Type, row, at)
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("append outputs: %w", err)
@@ -254,17 +265,36 @@ func (db *DB) ListOutputs(ctx context.Context, caller Caller, sessionID string, 
 	return db.Outputs(ctx, sessionID, fromCursor, limit)
 }
 
+// WatchSession returns the session a caller may watch the outputs of
+// (tracker.read; not found for other organizations).
+func (db *DB) WatchSession(ctx context.Context, caller Caller, sessionID string) (Session, error) {
+	return db.authorizedSession(ctx, caller, sessionID, PermTrackerRead)
+}
+
 // Outputs returns up to limit stored outputs after fromCursor, unchecked.
 func (db *DB) Outputs(ctx context.Context, sessionID string, fromCursor int64, limit int) ([]Output, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := db.pool.Query(ctx, `SELECT data FROM planner_outputs WHERE session_id = $1 AND cursor > $2
-		ORDER BY cursor LIMIT $3`, sessionID, fromCursor, limit)
+	// A message output carries its message, joined by (session, seq).
+	rows, err := db.pool.Query(ctx, `SELECT o.data, o.created_at, COALESCE(m.role, ''), m.content
+		FROM planner_outputs o LEFT JOIN planner_messages m ON o.type = 'message'
+			AND m.session_id = o.session_id AND m.seq = (o.data->>'seq')::bigint
+		WHERE o.session_id = $1 AND o.cursor > $2 ORDER BY o.cursor LIMIT $3`, sessionID, fromCursor, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: outputs: %w", err)
 	}
-	outs, err := pgx.CollectRows(rows, pgx.RowTo[Output])
+	outs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Output, error) {
+		var o Output
+		var at time.Time
+		var role string
+		var content []Block
+		if err := row.Scan(&o, &at, &role, &content); err != nil {
+			return o, err
+		}
+		o.CreatedAt, o.Role, o.Content = at, role, content
+		return o, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: outputs: %w", err)
 	}

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	stdjson "encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
+)
+
+// maxSubscriptionLen bounds a client's subscription name.
+const maxSubscriptionLen = 128
+
+type rpcWatchParams struct {
+	Subscription string `json:"subscription"`
+	Session      string `json:"session"`
+	FromCursor   int64  `json:"from_cursor"`
+}
+
+type rpcWatchResult struct {
+	Subscription string `json:"subscription"`
+	Running      bool   `json:"running"`
+}
+
+// streamClosed is the stream.closed notification.
+type streamClosed struct {
+	Subscription string `json:"subscription"`
+	Reason       string `json:"reason"`
+}
+
+// watch answers planner.watch: the session's stored outputs after
+// from_cursor, then the live ones, as planner.output notifications.
+func (c *rpcConn) watch(ctx context.Context, req rpcRequest) (any, error) {
+	var p rpcWatchParams
+	if err := decodeParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Subscription == "":
+		return nil, store.Errorf(store.CodeInvalid, "params: field subscription: required")
+	case len(p.Subscription) > maxSubscriptionLen:
+		return nil, store.Errorf(store.CodeInvalid, "params: field subscription: at most %d bytes", maxSubscriptionLen)
+	case p.Session == "":
+		return nil, store.Errorf(store.CodeInvalid, "params: field session: required")
+	}
+	principal, err := c.recheck(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if _, taken := c.watches[p.Subscription]; taken {
+		c.mu.Unlock()
+		return nil, store.Errorf(store.CodeConflict, "subscription %q is already in use on this connection", p.Subscription)
+	}
+	c.watches[p.Subscription] = nil // reserved while the watch starts
+	c.mu.Unlock()
+	w, err := c.srv.hub.Watch(ctx, store.HumanCaller(principal), p.Session, p.FromCursor)
+	c.mu.Lock()
+	if err != nil || c.isClosed() {
+		delete(c.watches, p.Subscription)
+		c.mu.Unlock()
+		if err == nil {
+			w.Close()
+			return nil, store.Errorf(store.CodeUnavailable, "the connection is closing")
+		}
+		return nil, err
+	}
+	c.watches[p.Subscription] = w
+	c.mu.Unlock()
+	// The reply goes out before the first output: forwarding starts after it.
+	return rpcWatchReply{rpcWatchResult: rpcWatchResult{Subscription: p.Subscription, Running: w.Session().Running},
+		start: func() {
+			c.calls.Add(1)
+			go func() {
+				defer c.calls.Done()
+				c.forward(p.Subscription, w)
+			}()
+		}}, nil
+}
+
+// rpcWatchReply is the watch result with what to do once it is queued.
+type rpcWatchReply struct {
+	rpcWatchResult
+	start func()
+}
+
+func (r rpcWatchReply) afterReply() { r.start() }
+
+// forward sends a watch's outputs until it ends, then stream.closed when
+// it ended for a reason other than the connection closing.
+func (c *rpcConn) forward(sub string, w *tasks.Watch) {
+	defer func() {
+		c.mu.Lock()
+		if c.watches[sub] == w {
+			delete(c.watches, sub)
+		}
+		c.mu.Unlock()
+	}()
+	for {
+		select {
+		case o, ok := <-w.Outputs():
+			if !ok {
+				c.watchEnded(sub, w)
+				return
+			}
+			c.notify("planner.output", outputParams(sub, o))
+		case <-c.ctx.Done():
+			w.Close()
+			return
+		}
+	}
+}
+
+func (c *rpcConn) watchEnded(sub string, w *tasks.Watch) {
+	<-w.Done()
+	reason := "closed"
+	switch err := w.Err(); {
+	case errors.Is(err, tasks.ErrLagging):
+		reason = "lagging"
+	case errors.Is(err, tasks.ErrHubStopped):
+		reason = "shutdown"
+	case err != nil:
+		reason = "error"
+		c.srv.log.Warn("rpc watch ended", slog.String("subscription", sub), slog.Any("error", err))
+	}
+	if c.ctx.Err() == nil {
+		c.notify("stream.closed", streamClosed{Subscription: sub, Reason: reason})
+	}
+}
+
+// outputParams is a stored or live output with its subscription.
+func outputParams(sub string, o store.Output) map[string]any {
+	b, _ := stdjson.Marshal(o)
+	var m map[string]any
+	dec := stdjson.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	_ = dec.Decode(&m)
+	if m == nil {
+		m = map[string]any{}
+	}
+	m["subscription"] = sub
+	return m
+}
