@@ -39,6 +39,7 @@ type Hub struct {
 	mu       sync.Mutex
 	channels map[string]*hubChannel
 	stopped  bool
+	runs     sync.WaitGroup // the watches' run goroutines
 	resyncs  atomic.Int64
 }
 
@@ -114,6 +115,7 @@ func (h *Hub) Stop() {
 	for _, w := range all {
 		w.fail(ErrHubStopped)
 	}
+	h.runs.Wait() // every watch released: none outlives the hub
 	if h.cancel != nil {
 		h.cancel()
 		_ = h.pubsub().Close()

@@ -55,6 +55,7 @@ type Watch struct {
 	out     chan store.Output
 	done    chan struct{}
 	once    sync.Once
+	exited  chan struct{} // closed when run has released the watch
 	err     error
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -80,7 +81,7 @@ func (h *Hub) Watch(ctx context.Context, caller store.Caller, session string, fr
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &Watch{hub: h, session: s, channel: h.names.SessionChannel(s.ID), live: make(chan item, WatchBuffer),
-		out: make(chan store.Output), done: make(chan struct{}), ctx: wctx, cancel: cancel, last: fromCursor}
+		out: make(chan store.Output), done: make(chan struct{}), exited: make(chan struct{}), ctx: wctx, cancel: cancel, last: fromCursor}
 	ready, err := h.join(ctx, w)
 	if err != nil {
 		cancel()
@@ -102,7 +103,19 @@ func (h *Hub) Watch(ctx context.Context, caller store.Caller, session string, fr
 		h.leave(w)
 		return nil, fmt.Errorf("tasks: watch %s: %w", s.ID, ctx.Err())
 	}
-	go w.run()
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		w.fail(ErrHubStopped)
+		h.leave(w)
+		return nil, store.Errorf(store.CodeUnavailable, "live outputs are unavailable: %v", ErrHubStopped)
+	}
+	h.runs.Add(1)
+	h.mu.Unlock()
+	go func() {
+		defer h.runs.Done()
+		w.run()
+	}()
 	return w, nil
 }
 
@@ -126,8 +139,11 @@ func (w *Watch) Err() error {
 	}
 }
 
-// Close ends the watch.
-func (w *Watch) Close() { w.fail(nil) }
+// Close ends the watch and returns once the hub has released it.
+func (w *Watch) Close() {
+	w.fail(nil)
+	<-w.exited
+}
 
 func (w *Watch) fail(err error) {
 	w.once.Do(func() {
@@ -138,6 +154,7 @@ func (w *Watch) fail(err error) {
 }
 
 func (w *Watch) run() {
+	defer close(w.exited)
 	defer close(w.out)
 	defer w.hub.leave(w)
 	if !w.catchUp() {
