@@ -1,5 +1,7 @@
 // Package rpcclient is a Go client of Ballet's realtime API (GET /rpc):
-// it dials, authenticates, calls methods and delivers notifications.
+// it dials, authenticates, calls methods and delivers notifications; with
+// Options.Reconnect it redials after a lost connection and resumes its
+// watches (see Watch) where they stopped.
 package rpcclient
 
 import (
@@ -61,8 +63,15 @@ type Options struct {
 	// Header is sent with the upgrade request (e.g. Origin).
 	Header http.Header
 	// Notifications is the size of the notification buffer (default 1024);
-	// when it is full, the reader waits.
+	// when it is full, the reader waits (the server's heartbeats are
+	// dropped instead). Outputs of a Watch do not go there.
 	Notifications int
+	// Reconnect redials, with jittered and capped backoff, after the
+	// connection ends for any reason but Close or a refused token.
+	Reconnect bool
+	// MinBackoff and MaxBackoff bound the wait between dials (defaults
+	// 100 ms and 5 s).
+	MinBackoff, MaxBackoff time.Duration
 }
 
 // AuthResult is the answer to auth.
@@ -71,22 +80,32 @@ type AuthResult struct {
 	ExpiresAt *string `json:"expires_at" msgpack:"expires_at"`
 }
 
-// Client is one authenticated /rpc connection. Its methods are safe for
-// concurrent use.
+// Client is an authenticated /rpc connection, redialled when it is lost
+// if Options.Reconnect is set. Its methods are safe for concurrent use.
 type Client struct {
-	ws          *websocket.Conn
+	url, token  string
+	opts        Options
 	subprotocol string
-	// Auth is what the server answered to auth.
+	// Auth is what the server answered to the first auth.
 	Auth AuthResult
 
-	writeMu sync.Mutex
 	nextID  atomic.Int64
-	mu      sync.Mutex
-	pending map[int64]chan reply
+	subN    atomic.Int64
 	notes   chan Notification
-	done    chan struct{}
-	err     error // why the connection ended, set before done closes
-	once    sync.Once
+	states  chan State
+	stateMu sync.Mutex
+
+	closing   chan struct{} // closed by Close
+	closeOnce sync.Once
+	done      chan struct{} // closed when the client has ended for good
+	err       error         // why, set before done closes
+
+	mu      sync.Mutex
+	cur     *conn         // nil while disconnected
+	up      chan struct{} // closed once cur is set
+	watches map[string]*Watch
+	open    map[*Watch]struct{}
+	retired map[string]bool // subscriptions of closed watches on cur
 }
 
 type reply struct {
@@ -97,50 +116,80 @@ type reply struct {
 // Dial opens url (ws:// or wss://…/rpc) with the subprotocol and sends
 // auth {token}; it returns once the server accepted the token.
 func Dial(ctx context.Context, url, subprotocol, token string, opts *Options) (*Client, error) {
-	if opts == nil {
-		opts = &Options{}
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	d := websocket.Dialer{Subprotocols: []string{subprotocol}, HandshakeTimeout: 10 * time.Second}
-	ws, res, err := d.DialContext(ctx, url, opts.Header)
+	if o.Notifications <= 0 {
+		o.Notifications = 1024
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	o.MaxBackoff = max(o.MaxBackoff, o.MinBackoff)
+	c := &Client{url: url, token: token, opts: o, subprotocol: subprotocol,
+		notes: make(chan Notification, o.Notifications), states: make(chan State, 1),
+		closing: make(chan struct{}), done: make(chan struct{}),
+		watches: map[string]*Watch{}, open: map[*Watch]struct{}{}, retired: map[string]bool{}}
+	cn, auth, err := c.connect(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	c.Auth = auth
+	c.cur, c.up = cn, make(chan struct{})
+	close(c.up)
+	c.setState(Connected)
+	go c.run(cn)
+	return c, nil
+}
+
+// connect dials and authenticates one connection.
+func (c *Client) connect(ctx context.Context, first bool) (*conn, AuthResult, error) {
+	var auth AuthResult
+	d := websocket.Dialer{Subprotocols: []string{c.subprotocol}, HandshakeTimeout: 10 * time.Second}
+	ws, res, err := d.DialContext(ctx, c.url, c.opts.Header)
 	if err != nil {
 		if res != nil {
-			return nil, fmt.Errorf("rpcclient: dial %s: %w (HTTP %d)", url, err, res.StatusCode)
+			return nil, auth, fmt.Errorf("rpcclient: dial %s: %w (HTTP %d)", c.url, err, res.StatusCode)
 		}
-		return nil, fmt.Errorf("rpcclient: dial %s: %w", url, err)
+		return nil, auth, fmt.Errorf("rpcclient: dial %s: %w", c.url, err)
 	}
-	n := opts.Notifications
-	if n <= 0 {
-		n = 1024
+	if first {
+		c.subprotocol = ws.Subprotocol()
 	}
-	c := &Client{ws: ws, subprotocol: ws.Subprotocol(), pending: map[int64]chan reply{},
-		notes: make(chan Notification, n), done: make(chan struct{})}
-	go c.read()
-	if err := c.Call(ctx, "auth", map[string]any{"token": token}, &c.Auth); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("rpcclient: auth: %w", err)
+	cn := &conn{c: c, ws: ws, pending: map[int64]chan reply{}, done: make(chan struct{}),
+		exited: make(chan struct{}), gone: make(chan struct{})}
+	go cn.read()
+	if err := cn.call(ctx, "auth", map[string]any{"token": c.token}, &auth); err != nil {
+		cn.close()
+		<-cn.exited
+		return nil, auth, fmt.Errorf("rpcclient: auth: %w", err)
 	}
-	hb := opts.Heartbeat
-	if hb == 0 {
-		hb = 15 * time.Second
+	if c.opts.Heartbeat > 0 {
+		go cn.heartbeat(c.opts.Heartbeat)
 	}
-	if hb > 0 {
-		go c.heartbeat(hb)
-	}
-	return c, nil
+	return cn, auth, nil
 }
 
 // Subprotocol is the subprotocol the server chose ("" when none).
 func (c *Client) Subprotocol() string { return c.subprotocol }
 
-// Notifications delivers the server's notifications in order; it is
-// closed when the connection ends.
+// Notifications delivers the server's notifications in order, but for
+// the outputs of a Watch; it is closed when the client ends.
 func (c *Client) Notifications() <-chan Notification { return c.notes }
 
-// Done is closed when the connection ends; Err then says why.
+// Done is closed when the client ends (Close, a lost connection without
+// Reconnect, or a token refused on a redial); Err then says why.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// Err is why the connection ended (a *CloseError when the server closed
-// it), or nil while it is open.
+// Err is why the client ended (a *CloseError when the server closed the
+// connection), or nil while it runs.
 func (c *Client) Err() error {
 	select {
 	case <-c.done:
@@ -150,112 +199,97 @@ func (c *Client) Err() error {
 	}
 }
 
-// Call sends a request and decodes its result into result (nil drops
-// it). A JSON-RPC error is returned as *Error.
-func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	id := c.nextID.Add(1)
-	ch := make(chan reply, 1)
+// current is the open connection, or nil while disconnected.
+func (c *Client) current() *conn {
 	c.mu.Lock()
-	c.pending[id] = ch
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-	}()
-	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
-	if params != nil {
-		msg["params"] = params
+	defer c.mu.Unlock()
+	return c.cur
+}
+
+// Call sends a request and decodes its result into result (nil drops
+// it). A JSON-RPC error is returned as *Error; a call made or in flight
+// while the connection is down fails with an error wrapping
+// ErrDisconnected.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	_, err := c.call(ctx, method, params, result)
+	return err
+}
+
+func (c *Client) call(ctx context.Context, method string, params, result any) (*conn, error) {
+	cn := c.current()
+	if cn == nil {
+		return nil, c.downErr(method)
 	}
-	if err := c.write(msg); err != nil {
-		return err
-	}
+	return cn, cn.call(ctx, method, params, result)
+}
+
+// downErr is the error of a call made while there is no connection.
+func (c *Client) downErr(op string) error {
 	select {
-	case r := <-ch:
-		if r.err != nil {
-			return r.err
-		}
-		if result == nil {
-			return nil
-		}
-		return c.Decode(r.result, result)
 	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("rpcclient: %s: %w: %w", op, ErrDisconnected, c.err)
+	default:
+		return fmt.Errorf("rpcclient: %s: %w", op, ErrDisconnected)
 	}
 }
 
 // Notify sends a notification (no reply).
 func (c *Client) Notify(method string, params any) error {
-	return c.write(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
+	cn := c.current()
+	if cn == nil {
+		return c.downErr(method)
+	}
+	return cn.write(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
 }
 
 // Decode decodes raw params or a result of this connection's
-// subprotocol into v.
+// subprotocol into v, by v's json tags.
 func (c *Client) Decode(raw []byte, v any) error {
-	if c.subprotocol == Msgpack {
-		dec := msgpack.NewDecoder(bytes.NewReader(raw))
-		dec.SetCustomStructTag("json")
-		return dec.Decode(v)
+	if c.subprotocol != Msgpack {
+		return json.Unmarshal(raw, v)
 	}
-	return json.Unmarshal(raw, v)
+	// MessagePack carries what the server encoded as JSON: going through
+	// JSON decodes json.RawMessage, time.Time and json tags alike.
+	dec := msgpack.NewDecoder(bytes.NewReader(raw))
+	dec.SetCustomStructTag("json")
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return fmt.Errorf("rpcclient: decode msgpack: %w", err)
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("rpcclient: decode msgpack: %w", err)
+	}
+	return json.Unmarshal(b, v)
 }
 
 // WriteRaw sends one frame as it is (for tests of malformed input).
 func (c *Client) WriteRaw(messageType int, frame []byte) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	return c.ws.WriteMessage(messageType, frame)
+	cn := c.current()
+	if cn == nil {
+		return c.downErr("write")
+	}
+	cn.writeMu.Lock()
+	defer cn.writeMu.Unlock()
+	return cn.ws.WriteMessage(messageType, frame)
 }
 
-// Close closes the connection.
+// Close closes the connection and ends the client and its watches.
 func (c *Client) Close() error {
-	c.writeMu.Lock()
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
-		time.Now().Add(time.Second))
-	c.writeMu.Unlock()
-	c.finish(&CloseError{Code: websocket.CloseNormalClosure, Reason: "closed by the client"})
-	return c.ws.Close()
-}
-
-func (c *Client) write(msg map[string]any) error {
-	var b []byte
-	var err error
-	mt := websocket.TextMessage
-	if c.subprotocol == Msgpack {
-		mt = websocket.BinaryMessage
-		b, err = msgpack.Marshal(msg)
-	} else {
-		b, err = json.Marshal(msg)
+	c.closeOnce.Do(func() { close(c.closing) })
+	if cn := c.current(); cn != nil {
+		cn.close()
 	}
-	if err != nil {
-		return fmt.Errorf("rpcclient: encode: %w", err)
-	}
-	select {
-	case <-c.done:
-		return c.err
-	default:
-	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if err := c.ws.WriteMessage(mt, b); err != nil {
-		return fmt.Errorf("rpcclient: write: %w", err)
-	}
+	<-c.done
 	return nil
 }
 
-func (c *Client) heartbeat(every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case now := <-t.C:
-			_ = c.Notify("$/heartbeat", map[string]any{"time": now.UTC().Format(time.RFC3339Nano)})
-		}
+func (c *Client) isClosing() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -266,50 +300,6 @@ type incoming struct {
 	Result json.RawMessage `json:"result" msgpack:"-"`
 	Error  *Error          `json:"error" msgpack:"error"`
 	Params json.RawMessage `json:"params" msgpack:"-"`
-}
-
-func (c *Client) read() {
-	defer close(c.notes)
-	for {
-		_, frame, err := c.ws.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				c.finish(&CloseError{Code: ce.Code, Reason: ce.Text})
-			} else {
-				c.finish(fmt.Errorf("rpcclient: read: %w", err))
-			}
-			return
-		}
-		in, err := c.parse(frame)
-		if err != nil {
-			continue
-		}
-		if in.ID == nil && in.Method != "" {
-			select {
-			case c.notes <- Notification{Method: in.Method, Params: in.Params}:
-			case <-c.done:
-				return
-			}
-			continue
-		}
-		if in.ID == nil {
-			if in.Error != nil {
-				select {
-				case c.notes <- Notification{Error: in.Error}:
-				case <-c.done:
-					return
-				}
-			}
-			continue
-		}
-		c.mu.Lock()
-		ch := c.pending[*in.ID]
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- reply{result: in.Result, err: in.Error}
-		}
-	}
 }
 
 // parse reads a frame; for MessagePack, result and params are kept as
@@ -342,9 +332,11 @@ func (c *Client) parse(frame []byte) (incoming, error) {
 	return in, nil
 }
 
-func (c *Client) finish(err error) {
-	c.once.Do(func() {
-		c.err = err
-		close(c.done)
-	})
+// closeErr is the error a failed read means.
+func closeErr(err error) error {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return &CloseError{Code: ce.Code, Reason: ce.Text}
+	}
+	return fmt.Errorf("rpcclient: read: %w", err)
 }
