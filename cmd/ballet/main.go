@@ -32,6 +32,7 @@ func commands() []command {
 		{"migrate", "apply or show database migrations (up | status)", runMigrate},
 		{"admin", "create organizations, projects, role bindings and API tokens", runAdmin},
 		{"demo", "create the demo organization, project and token (idempotent)", runDemo},
+		{"chat", "talk to the planner of a running api in the terminal", runChat},
 		{"fake-llm", "serve the scripted fake model upstream (demo or a script file)", runFakeLLM},
 		{"bench", "run a benchmark against this configuration (gateway, …)", runBench},
 		{"config", "print the effective configuration (print)", runConfig},

@@ -31,9 +31,14 @@ TOKEN=$(sed -E 's/.*"token": ?"([^"]+)".*/\1/' <<<"$DEMO")
 ADDR=${BALLET_SERVER_ADDR:-:8080}
 PORT=${ADDR##*:}
 echo "run: demo loaded: $DEMO"
+# `ballet chat` reads the token from here when neither --token nor $BALLET_TOKEN is given.
+mkdir -p .dev
+(umask 077 && printf '%s\n' "$TOKEN" >.dev/demo-token)
+chmod 600 .dev/demo-token
 echo "run: starting $BIN serve (api, worker and gateway; Ctrl-C stops it)"
 cat <<MSG
 run: serving on http://127.0.0.1:$PORT  (health: /healthz, /readyz; metrics: /metrics)
 run: try  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:$PORT/api/v1/projects/DEMO/runnable
+run: chat with  $BIN chat$( [ "$PORT" = 8080 ] || echo " --url http://127.0.0.1:$PORT")
 MSG
 exec "$BIN" serve

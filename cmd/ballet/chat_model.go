@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/spinner"
+	"github.com/charmbracelet/bubbles/textarea"
+	"github.com/charmbracelet/bubbles/viewport"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/google/uuid"
+
+	"github.com/balletplanner/ballet/api/rpcclient"
+	"github.com/balletplanner/ballet/store"
+)
+
+// quitWindow is how soon a second Ctrl-C must follow the first to quit
+// while a turn runs.
+const quitWindow = 2 * time.Second
+
+// Messages the chat model receives besides keys and sizes.
+type (
+	outputMsg   rpcclient.Output
+	watchEndMsg struct{ err error }
+	stateMsg    rpcclient.State
+	sentMsg     struct {
+		turn string
+		err  error
+	}
+	cancelMsg    struct{ err error }
+	humanTextMsg struct{ turn, text string }
+)
+
+// chatModel is the chat screen: the transcript, a status line and the composer.
+type chatModel struct {
+	ctx      context.Context
+	conn     plannerConn
+	rest     *restClient // loads the text of turns another client sent
+	outputs  <-chan rpcclient.Output
+	watchErr func() error
+	states   <-chan rpcclient.State
+	tgt      chatTarget
+
+	width, height int
+	vp            viewport.Model
+	ta            textarea.Model
+	spin          spinner.Model
+	md            *markdown
+
+	tr            transcript
+	open          map[string]bool // turns queued or running
+	running       string          // the turn that started and is not done
+	state         rpcclient.State
+	lastInterrupt time.Time
+	notice        string
+}
+
+// watchFeed is what the chat screen reads of a watch.
+type watchFeed interface {
+	Outputs() <-chan rpcclient.Output
+	Err() error
+}
+
+func newChatModel(ctx context.Context, conn plannerConn, rest *restClient, w watchFeed,
+	states <-chan rpcclient.State, tgt chatTarget) chatModel {
+	ta := textarea.New()
+	ta.Placeholder = "Message the planner (Enter sends, Alt+Enter new line)"
+	ta.ShowLineNumbers = false
+	ta.CharLimit = 100000
+	ta.SetHeight(3)
+	ta.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("alt+enter", "ctrl+j"))
+	ta.Focus()
+	sp := spinner.New(spinner.WithSpinner(spinner.Dot))
+	m := chatModel{ctx: ctx, conn: conn, rest: rest, outputs: w.Outputs(), watchErr: w.Err, states: states, tgt: tgt,
+		ta: ta, spin: sp, md: newMarkdown(), vp: viewport.New(80, 20), open: map[string]bool{},
+		tr: newTranscript(), state: rpcclient.Connected}
+	return m
+}
+
+func (m chatModel) Init() tea.Cmd {
+	return tea.Batch(textarea.Blink, m.spin.Tick, waitOutput(m.outputs, m.watchErr), waitState(m.states))
+}
+
+func waitOutput(ch <-chan rpcclient.Output, errf func() error) tea.Cmd {
+	return func() tea.Msg {
+		o, ok := <-ch
+		if !ok {
+			return watchEndMsg{err: errf()}
+		}
+		return outputMsg(o)
+	}
+}
+
+func waitState(ch <-chan rpcclient.State) tea.Cmd {
+	if ch == nil {
+		return nil
+	}
+	return func() tea.Msg {
+		s, ok := <-ch
+		if !ok {
+			return stateMsg(rpcclient.Closed)
+		}
+		return stateMsg(s)
+	}
+}
+
+func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.layout()
+	case tea.KeyMsg:
+		switch msg.String() {
+		case "ctrl+c":
+			return m.interrupt()
+		case "enter":
+			cmds = append(cmds, m.send())
+		case "pgup", "pgdown":
+			var cmd tea.Cmd
+			m.vp, cmd = m.vp.Update(msg)
+			return m, cmd
+		default:
+			var cmd tea.Cmd
+			m.ta, cmd = m.ta.Update(msg)
+			cmds = append(cmds, cmd)
+		}
+	case spinner.TickMsg:
+		var cmd tea.Cmd
+		m.spin, cmd = m.spin.Update(msg)
+		if len(m.open) == 0 {
+			return m, cmd // nothing spins
+		}
+		cmds = append(cmds, cmd)
+	case outputMsg:
+		cmds = append(cmds, m.apply(rpcclient.Output(msg)), waitOutput(m.outputs, m.watchErr))
+	case watchEndMsg:
+		m.notice = "the session's watch ended"
+		if msg.err != nil {
+			m.notice += ": " + msg.err.Error()
+		}
+	case stateMsg:
+		m.state = rpcclient.State(msg)
+		if m.state != rpcclient.Closed {
+			cmds = append(cmds, waitState(m.states))
+		}
+	case sentMsg:
+		if msg.err != nil {
+			delete(m.open, msg.turn)
+			m.tr.note(msg.turn, "✗ not sent: "+msg.err.Error())
+		}
+	case cancelMsg:
+		if msg.err != nil {
+			m.notice = "cancel failed: " + msg.err.Error()
+		}
+	case humanTextMsg:
+		m.tr.setHuman(msg.turn, msg.text)
+	default:
+		var cmd tea.Cmd
+		m.ta, cmd = m.ta.Update(msg)
+		cmds = append(cmds, cmd)
+	}
+	m.refresh()
+	return m, tea.Batch(cmds...)
+}
+
+// interrupt cancels the running turn, or quits when nothing runs or when
+// it follows another Ctrl-C closely.
+func (m chatModel) interrupt() (tea.Model, tea.Cmd) {
+	now := time.Now()
+	if len(m.open) == 0 || now.Sub(m.lastInterrupt) < quitWindow {
+		return m, tea.Quit
+	}
+	m.lastInterrupt = now
+	m.notice = "cancelling… (Ctrl-C again to quit)"
+	conn, session, turn := m.conn, m.tgt.session.ID, m.running
+	ctx := m.ctx
+	m.refresh()
+	return m, func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return cancelMsg{err: conn.Cancel(cctx, session, turn)}
+	}
+}
+
+// send sends the composer's text as a new turn.
+func (m *chatModel) send() tea.Cmd {
+	text := strings.TrimSpace(m.ta.Value())
+	if text == "" {
+		return nil
+	}
+	m.ta.Reset()
+	turn := uuid.NewString()
+	m.open[turn] = true
+	m.tr.human(turn, text)
+	m.notice = ""
+	conn, ctx, session := m.conn, m.ctx, m.tgt.session.ID
+	return func() tea.Msg {
+		_, err := conn.Send(ctx, session, text, turn)
+		return sentMsg{turn: turn, err: err}
+	}
+}
+
+// apply adds an output to the transcript.
+func (m *chatModel) apply(o rpcclient.Output) tea.Cmd {
+	var cmd tea.Cmd
+	switch o.Type {
+	case store.OutputText:
+		m.tr.stream(o.Turn, o.Text)
+	case store.OutputMessage:
+		if o.Role == "assistant" {
+			m.tr.answer(o.Turn, blocksText(o.Content))
+		}
+	case store.OutputToolCall:
+		m.tr.toolCall(o.Turn, o.ToolUseID, o.Tool, compactJSON(o.Input))
+	case store.OutputToolResult:
+		m.tr.toolResult(o.Turn, o.ToolUseID, o.Tool, o.IsError, firstLine(o.Text))
+	case store.OutputQueued:
+		m.open[o.Turn] = true
+		if !m.tr.shown(o.Turn) {
+			m.tr.human(o.Turn, m.tgt.human[o.Turn])
+			if _, known := m.tgt.human[o.Turn]; !known && m.rest != nil {
+				cmd = m.loadHuman(o.Turn)
+			}
+		}
+		if o.Position != nil && *o.Position > 0 {
+			m.tr.note(o.Turn, fmt.Sprintf("queued (position %d)", *o.Position))
+		}
+	case store.OutputStarted:
+		m.open[o.Turn] = true
+		m.running = o.Turn
+	case store.OutputCompacted:
+		m.tr.note(o.Turn, "earlier messages were summarized")
+	case store.OutputError:
+		m.tr.note(o.Turn, "error: "+o.Text)
+	case store.OutputDone:
+		delete(m.open, o.Turn)
+		if m.running == o.Turn {
+			m.running = ""
+		}
+		m.tr.done(o.Turn, o.Text)
+		if len(m.open) == 0 {
+			m.notice = ""
+		}
+	}
+	return cmd
+}
+
+// loadHuman fetches the text of a turn sent by another client.
+func (m *chatModel) loadHuman(turn string) tea.Cmd {
+	rest, ctx, id := m.rest, m.ctx, m.tgt.session.ID
+	return func() tea.Msg {
+		s, err := rest.session(ctx, id)
+		if err != nil {
+			return humanTextMsg{turn: turn, text: "(message not loaded: " + err.Error() + ")"}
+		}
+		return humanTextMsg{turn: turn, text: humanTexts(s)[turn]}
+	}
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b strings.Builder
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSpace(b.String())
+}
+
+var (
+	headerStyle = lipgloss.NewStyle().Bold(true)
+	bannerStyle = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("15")).Background(lipgloss.Color("1"))
+)
+
+// layout sizes the parts to the window.
+func (m *chatModel) layout() {
+	m.ta.SetWidth(max(m.width, 10))
+	m.vp.Width = max(m.width, 10)
+	m.vp.Height = max(m.height-1-1-m.ta.Height(), 1)
+}
+
+// refresh renders the transcript into the viewport, following the end
+// unless the human scrolled up.
+func (m *chatModel) refresh() {
+	follow := m.vp.AtBottom() || m.vp.TotalLineCount() <= m.vp.Height
+	m.vp.SetContent(m.tr.render(max(m.width, 10), m.md, strings.TrimSpace(m.spin.View())))
+	if follow {
+		m.vp.GotoBottom()
+	}
+}
+
+func (m chatModel) status() string {
+	switch {
+	case m.state == rpcclient.Closed:
+		return bannerStyle.Render(" connection closed ")
+	case m.state != rpcclient.Connected:
+		return bannerStyle.Render(" disconnected — reconnecting… ")
+	case m.notice != "":
+		return m.notice
+	case len(m.open) > 0:
+		return m.spin.View() + "answering · Ctrl-C cancels"
+	}
+	return dim.Render("Enter sends · Alt+Enter new line · PgUp/PgDn scroll · Ctrl-C quits")
+}
+
+func (m chatModel) View() string {
+	header := headerStyle.Render(fmt.Sprintf("ballet chat · %s · %s", m.tgt.project.Key, sessionLabel(m.tgt.session)))
+	return header + "\n" + m.vp.View() + "\n" + m.status() + "\n" + m.ta.View()
+}
+
+// runChatTUI runs the chat screen until the human quits.
+func runChatTUI(ctx context.Context, c *rpcclient.Client, rest *restClient, tgt chatTarget) error {
+	w, err := c.Watch(ctx, tgt.session.ID, 0)
+	if err != nil {
+		return fmt.Errorf("chat: watch session %s: %w", tgt.session.ID, err)
+	}
+	defer w.Close()
+	m := newChatModel(ctx, c, rest, w, c.States(), tgt)
+	if _, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx)).Run(); err != nil {
+		return fmt.Errorf("chat: %w", err)
+	}
+	return nil
+}

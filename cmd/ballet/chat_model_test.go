@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/balletplanner/ballet/api/rpcclient"
+	"github.com/balletplanner/ballet/store"
+)
+
+// fakeConn records what the chat screen sends and cancels.
+type fakeConn struct {
+	mu        sync.Mutex
+	sent      []string
+	cancelled []string
+}
+
+func (f *fakeConn) Send(_ context.Context, _, text, turn string) (rpcclient.SendResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent = append(f.sent, text)
+	return rpcclient.SendResult{Turn: turn}, nil
+}
+
+func (f *fakeConn) Cancel(_ context.Context, _, turn string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelled = append(f.cancelled, turn)
+	return nil
+}
+
+type fakeFeed struct{ ch chan rpcclient.Output }
+
+func (f fakeFeed) Outputs() <-chan rpcclient.Output { return f.ch }
+func (f fakeFeed) Err() error                       { return nil }
+
+func newTestScreen(t *testing.T) (chatModel, *fakeConn) {
+	t.Helper()
+	conn := &fakeConn{}
+	tgt := chatTarget{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"},
+		human: map[string]string{"t1": "find auth"}}
+	m := newChatModel(context.Background(), conn, nil, fakeFeed{ch: make(chan rpcclient.Output)}, nil, tgt)
+	next, _ := m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	return next.(chatModel), conn
+}
+
+func feed(m chatModel, msgs ...tea.Msg) chatModel {
+	for _, msg := range msgs {
+		next, _ := m.Update(msg)
+		m = next.(chatModel)
+	}
+	return m
+}
+
+func pos(n int64) *int64 { return &n }
+
+// The screen shows each kind of output as a human should read it.
+func TestChatScreenShowsOutputs(t *testing.T) {
+	t.Parallel()
+	answer, _ := json.Marshal([]store.Block{{Type: "text", Text: "A **bold** plan"}})
+	cases := []struct {
+		name      string
+		msgs      []tea.Msg
+		want, not []string
+	}{
+		{"transcript", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "queued", Position: pos(0)},
+			outputMsg{Turn: "t1", Type: "started"},
+			outputMsg{Turn: "t1", Type: "text", Text: "A **bo"},
+			outputMsg{Turn: "t1", Type: "message", Role: "assistant", Content: answer},
+			outputMsg{Turn: "t1", Type: "tool_call", Tool: "search_project", ToolUseID: "u1", Input: json.RawMessage(`{"query":"auth"}`)},
+		}, []string{"you › find auth", "A bold plan", `⟳ search_project {"query":"auth"}`, "answering"}, []string{"**", "queued"}},
+		{"done", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "queued", Position: pos(0)},
+			outputMsg{Turn: "t1", Type: "message", Role: "assistant", Content: answer},
+			outputMsg{Turn: "t1", Type: "done", Text: "end_turn"},
+		}, []string{"A bold plan", "Enter sends"}, []string{"end_turn", "answering"}},
+		{"cancelled", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "started"},
+			outputMsg{Turn: "t1", Type: "tool_call", Tool: "search_project", ToolUseID: "u1", Input: json.RawMessage(`{}`)},
+			outputMsg{Turn: "t1", Type: "done", Text: "cancelled"},
+		}, []string{"✗ search_project: interrupted", "— cancelled", "Enter sends"}, []string{"⟳"}},
+		{"tool running then failed", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "tool_call", Tool: "search_project", ToolUseID: "u1", Input: json.RawMessage(`{}`)},
+			outputMsg{Turn: "t1", Type: "tool_result", Tool: "search_project", ToolUseID: "u1", IsError: true, Text: "boom\nmore"},
+		}, []string{"✗ search_project: boom"}, []string{"⟳", "more"}},
+		{"tool ok", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "tool_call", Tool: "read_skill", ToolUseID: "u1", Input: json.RawMessage(`{}`)},
+			outputMsg{Turn: "t1", Type: "tool_result", Tool: "read_skill", ToolUseID: "u1", Text: "skill"},
+		}, []string{"✓ read_skill"}, []string{"⟳"}},
+		{"queued behind another", []tea.Msg{outputMsg{Turn: "t2", Type: "queued", Position: pos(2)}},
+			[]string{"queued (position 2)", "answering · Ctrl-C cancels"}, nil},
+		{"stopped", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "error", Text: "the model failed"},
+			outputMsg{Turn: "t1", Type: "done", Text: "max_rounds"},
+		}, []string{"error: the model failed", "— stopped: max_rounds", "Enter sends"}, nil},
+		{"disconnected", []tea.Msg{stateMsg(rpcclient.Reconnecting)}, []string{"disconnected — reconnecting…"}, nil},
+		{"reconnected", []tea.Msg{stateMsg(rpcclient.Disconnected), stateMsg(rpcclient.Connected)},
+			[]string{"Enter sends"}, []string{"disconnected"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m, _ := newTestScreen(t)
+			screen := screenText(feed(m, c.msgs...).View())
+			for _, w := range c.want {
+				if !strings.Contains(screen, w) {
+					t.Errorf("screen lacks %q:\n%s", w, screen)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(screen, n) {
+					t.Errorf("screen shows %q:\n%s", n, screen)
+				}
+			}
+		})
+	}
+}
+
+// Ctrl-C cancels the running turn, a second one quits; with nothing
+// running the first one quits.
+func TestChatScreenCtrlC(t *testing.T) {
+	t.Parallel()
+	m, conn := newTestScreen(t)
+	ctrlC := tea.KeyMsg{Type: tea.KeyCtrlC}
+	if _, cmd := m.Update(ctrlC); cmd == nil || cmd() != tea.Quit() {
+		t.Fatal("Ctrl-C with nothing running did not quit")
+	}
+	m = feed(m, outputMsg{Turn: "t1", Type: "queued", Position: pos(0)}, outputMsg{Turn: "t1", Type: "started"})
+	next, cmd := m.Update(ctrlC)
+	m = next.(chatModel)
+	if cmd == nil {
+		t.Fatal("Ctrl-C while a turn runs did nothing")
+	}
+	if msg := cmd(); msg == tea.Quit() {
+		t.Fatal("the first Ctrl-C quit")
+	}
+	if len(conn.cancelled) != 1 || conn.cancelled[0] != "t1" || !strings.Contains(m.View(), "cancelling…") {
+		t.Fatalf("cancelled %v; screen:\n%s", conn.cancelled, m.View())
+	}
+	if _, cmd := m.Update(ctrlC); cmd == nil || cmd() != tea.Quit() {
+		t.Fatal("a second Ctrl-C did not quit")
+	}
+}
+
+// Enter sends the composer's text; Alt+Enter makes a new line instead.
+func TestChatScreenComposer(t *testing.T) {
+	t.Parallel()
+	m, conn := newTestScreen(t)
+	for _, r := range "first" {
+		m = feed(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	m = feed(m, tea.KeyMsg{Type: tea.KeyEnter, Alt: true})
+	for _, r := range "second" {
+		m = feed(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	m = next.(chatModel)
+	if cmd == nil {
+		t.Fatal("Enter sent nothing")
+	}
+	drain(cmd)
+	if len(conn.sent) != 1 || conn.sent[0] != "first\nsecond" {
+		t.Fatalf("sent %q", conn.sent)
+	}
+	if screen := screenText(m.View()); !strings.Contains(screen, "you › first\n      second") || !strings.Contains(screen, "answering") {
+		t.Fatalf("screen:\n%s", screen)
+	}
+	if next, _ := m.Update(tea.KeyMsg{Type: tea.KeyEnter}); len(conn.sent) != 1 || next.(chatModel).ta.Value() != "" {
+		t.Fatalf("an empty composer sent %q", conn.sent)
+	}
+}
+
+// screenText is a view as a terminal shows it: without escape sequences
+// and trailing blanks.
+func screenText(view string) string {
+	lines := strings.Split(ansi.Strip(view), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// drain runs a command and the commands of the batch it may return.
+func drain(cmd tea.Cmd) {
+	if b, ok := cmd().(tea.BatchMsg); ok {
+		for _, c := range b {
+			if c != nil {
+				drain(c)
+			}
+		}
+	}
+}
