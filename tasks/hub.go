@@ -218,8 +218,11 @@ func (h *Hub) route(m *redis.Message) {
 	if st == nil || st.state != live {
 		return
 	}
+	// Every watcher's item points at the one decoded output: a queue slot
+	// is a few words, and the fan-out copies no output.
+	it := item{out: &o.Output, textAfter: o.TextAfter, textEnd: o.TextEnd}
 	for w := range st.watchers {
-		h.push(st, w, item{out: o.Output, textAfter: o.TextAfter, textEnd: o.TextEnd})
+		h.push(st, w, it)
 	}
 }
 

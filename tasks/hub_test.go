@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -424,4 +425,60 @@ func TestWatchDropsTextOfARoundItsReplayPassed(t *testing.T) {
 	must(t, e.rdb.Publish(context.Background(), e.names.SessionChannel(tr.session), late).Err())
 	e.text(tr, "new")
 	expect(t, w, "4:tool_call 5:tool_call text(new)")
+}
+
+// A watch that starts from a cursor past a round (its client had the
+// round's message) shows none of that round's text, even when the running
+// text in Redis still names it (the message was committed, not yet
+// published); the next round's text comes through.
+func TestWatchFromACursorPastTheRoundSkipsItsText(t *testing.T) {
+	t.Parallel()
+	e := newHubEnv(t)
+	tr := e.startTurn(t)
+	e.text(tr, "old")
+	outs := e.store(t, tr, 1) // 3, committed, not yet published
+	w := e.watch(t, e.hub, tr.session, outs[0].Cursor)
+	// A message queued meanwhile (4): the running text still says round 2.
+	res, err := e.db.SendMessage(context.Background(), e.human, tr.session, "next", "", store.QueueLimits{})
+	must(t, err)
+	e.pub.Publish(context.Background(), res.Queued)
+	e.pub.Publish(context.Background(), outs...)
+	e.text(tr, "new")
+	// The queued output and the new round's text may come in either order.
+	expectOneOf(t, w, "4:queued text(new)", "text(new) 4:queued")
+}
+
+// expectOneOf reads from a watch until what it delivered renders as one
+// of wants.
+func expectOneOf(t *testing.T, w *tasks.Watch, wants ...string) {
+	t.Helper()
+	var got []store.Output
+	timeout := time.NewTimer(storetest.WaitTimeout)
+	defer timeout.Stop()
+	for !slices.Contains(wants, render(got)) {
+		select {
+		case o, ok := <-w.Outputs():
+			if !ok {
+				t.Fatalf("watch ended (%v) with %q, want one of %q", w.Err(), render(got), wants)
+			}
+			got = append(got, o)
+		case <-timeout.C:
+			t.Fatalf("timed out with %q, want one of %q", render(got), wants)
+		}
+	}
+}
+
+// A watch that starts from a cursor of another turn (a message queued
+// while a round runs) still gets the running round's text so far.
+func TestWatchFromAQueuedCursorGetsTheRunningText(t *testing.T) {
+	t.Parallel()
+	e := newHubEnv(t)
+	tr := e.startTurn(t)
+	e.text(tr, "ab")
+	res, err := e.db.SendMessage(context.Background(), e.human, tr.session, "next", "", store.QueueLimits{})
+	must(t, err)
+	e.pub.Publish(context.Background(), res.Queued)
+	w := e.watch(t, e.hub, tr.session, res.Queued.Cursor)
+	e.text(tr, "c")
+	expect(t, w, "text(abc)")
 }

@@ -32,9 +32,9 @@ const subscribeTimeout = 10 * time.Second
 // item is what the hub queues for a watcher: a live output, or the order
 // to resync from Postgres.
 type item struct {
-	out       store.Output
-	textAfter int64 // a text delta's round: the cursor it follows
-	textEnd   int64 // the length of the round's text after the delta; 0 unknown
+	out       *store.Output // shared by every watcher of the channel: read only
+	textAfter int64         // a text delta's round: the cursor it follows
+	textEnd   int64         // the length of the round's text after the delta; 0 unknown
 	resync    bool
 }
 
@@ -174,10 +174,11 @@ func (w *Watch) run() {
 
 // handle delivers one live item; false ends the watch.
 func (w *Watch) handle(it item) bool {
-	o := it.out
-	switch {
-	case it.resync:
+	if it.resync {
 		return w.catchUp()
+	}
+	o := *it.out // a copy of its own: the text may be cut
+	switch {
 	case o.Cursor > 0:
 		if o.Cursor <= w.last {
 			return true // replayed already
@@ -195,6 +196,9 @@ func (w *Watch) handle(it item) bool {
 		}
 	}
 	if w.round.turn == "" && o.Turn != w.ended {
+		if over, ok := w.roundOver(o.Turn, it.textAfter); !ok || over {
+			return ok // a round that ended before this watch's cursor
+		}
 		w.round = round{turn: o.Turn, after: it.textAfter} // joined past the round's start
 	}
 	if o.Turn != w.round.turn || it.textAfter < w.round.after {
@@ -256,6 +260,9 @@ func (w *Watch) sendPartial(p partial) bool {
 	}
 	switch {
 	case w.round.turn == "":
+		if over, ok := w.roundOver(p.Turn, p.After); !ok || over {
+			return ok // its message is at or before this watch's cursor
+		}
 		w.round = round{turn: p.Turn, after: p.After}
 	case w.round.turn != p.Turn || w.round.after != p.After:
 		return true // a round the stream has moved past
@@ -266,6 +273,38 @@ func (w *Watch) sendPartial(p partial) bool {
 	text := p.Text[w.round.end:]
 	w.round.end = int64(len(p.Text))
 	return w.send(store.Output{Session: w.session.ID, Turn: p.Turn, Type: store.OutputText, Text: text})
+}
+
+// roundOver reports whether the round of turn that follows cursor after
+// has ended at or before the last cursor delivered: a watch that started
+// from a cursor past the round (its client had the round's message) must
+// not show the round's text, which the running text in Redis may still
+// hold for a moment after the message's commit. Only a stored output of
+// the same turn ends its round; other turns' outputs (a message queued
+// meanwhile) do not. ok is false when the watch ended.
+func (w *Watch) roundOver(turn string, after int64) (over, ok bool) {
+	for from := after; from < w.last; {
+		outs, err := w.hub.db.Outputs(w.ctx, w.session.ID, from, int(min(int64(replayPage), w.last-from)))
+		if err != nil {
+			if w.ctx.Err() == nil {
+				w.fail(fmt.Errorf("tasks: watch %s: round: %w", w.session.ID, err))
+			}
+			return false, false
+		}
+		for _, o := range outs {
+			if o.Cursor > w.last {
+				return false, true
+			}
+			if o.Turn == turn {
+				return true, true
+			}
+			from = o.Cursor
+		}
+		if len(outs) == 0 {
+			break
+		}
+	}
+	return false, true
 }
 
 // replay delivers the stored outputs after the last one delivered, paged,
