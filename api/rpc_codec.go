@@ -27,6 +27,10 @@ type rpcCodec interface {
 	toJSON(frame []byte) ([]byte, error)
 	// fromJSON converts an outgoing JSON document to a frame.
 	fromJSON(doc []byte) ([]byte, error)
+	// encode encodes an outgoing value as a frame.
+	encode(v any) ([]byte, error)
+	// output encodes a planner.output notification of a subscription.
+	output(sub string, o store.Output) ([]byte, error)
 }
 
 // jsonCodec is ballet.v1.json: text frames holding JSON.
@@ -35,6 +39,23 @@ type jsonCodec struct{}
 func (jsonCodec) frameType() int                      { return websocket.TextMessage }
 func (jsonCodec) toJSON(frame []byte) ([]byte, error) { return frame, nil }
 func (jsonCodec) fromJSON(doc []byte) ([]byte, error) { return doc, nil }
+func (jsonCodec) encode(v any) ([]byte, error)        { return stdjson.Marshal(v) }
+
+// output writes the notification around the output's own encoding, with
+// the subscription as the first member of params.
+func (jsonCodec) output(sub string, o store.Output) ([]byte, error) {
+	b, err := stdjson.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	q, _ := stdjson.Marshal(sub)
+	frame := make([]byte, 0, len(outputPrefix)+len(q)+len(b)+2)
+	frame = append(append(append(frame, outputPrefix...), q...), ',')
+	frame = append(append(frame, b[1:]...), '}')
+	return frame, nil
+}
+
+const outputPrefix = `{"jsonrpc":"2.0","method":"planner.output","params":{"subscription":`
 
 // msgpackCodec is ballet.v1.msgpack: binary frames holding MessagePack.
 // Maps must have string keys, given once; binary, extension and
@@ -146,6 +167,30 @@ func msgpackValue(dec *msgpack.Decoder, enc *jsontext.Encoder, depth int) error 
 		return enc.WriteToken(jsontext.EndObject)
 	}
 	return fmt.Errorf("type 0x%02x has no JSON form (binary, extension)", c)
+}
+
+// encode encodes a notification whose params are a JSON document already
+// decoded (outputParams) straight as MessagePack; anything else through
+// its JSON form, so that both subprotocols carry the same values.
+func (m msgpackCodec) encode(v any) ([]byte, error) {
+	if n, ok := v.(rpcNotification); ok {
+		if p, ok := n.Params.(map[string]any); ok {
+			b, err := msgpack.Marshal(map[string]any{"jsonrpc": n.JSONRPC, "method": n.Method, "params": msgpackNumbers(p)})
+			if err != nil {
+				return nil, fmt.Errorf("rpc: encode as msgpack: %w", err)
+			}
+			return b, nil
+		}
+	}
+	doc, err := stdjson.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return m.fromJSON(doc)
+}
+
+func (m msgpackCodec) output(sub string, o store.Output) ([]byte, error) {
+	return m.encode(rpcNotification{JSONRPC: "2.0", Method: "planner.output", Params: outputParams(sub, o)})
 }
 
 // fromJSON re-encodes an outgoing JSON document as MessagePack: objects as

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,11 +12,13 @@ import (
 	"github.com/fasthttp/websocket"
 	"golang.org/x/time/rate"
 
+	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
 
-// rpcConn is one /rpc socket: a reader (this goroutine), one writer
-// goroutine draining a bounded queue, and the heartbeat.
+// rpcConn is one /rpc socket: a reader (this goroutine), a bounded outbox
+// drained by a goroutine that runs while it holds frames, and the
+// heartbeat timer. An idle socket costs one goroutine.
 type rpcConn struct {
 	srv   *Server
 	ws    *websocket.Conn
@@ -27,7 +28,15 @@ type rpcConn struct {
 
 	ctx    context.Context // ends when the socket closes
 	cancel context.CancelFunc
-	out    chan []byte // encoded frames for the writer
+	// The outbox: frames queued for the socket, written by one drain
+	// goroutine that runs only while there are some (an idle socket has
+	// none), in order. space is signalled when the drain took frames.
+	outMu    sync.Mutex
+	outbox   [][]byte
+	draining bool
+	space    chan struct{}
+	drains   sync.WaitGroup
+	beat     *time.Timer // the server's heartbeat
 	// inflight bounds the requests running at once.
 	inflight chan struct{}
 	limiter  *rate.Limiter
@@ -47,7 +56,7 @@ func newRPCConn(s *Server, ws *websocket.Conn, ip string) *rpcConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := s.rpcCfg
 	return &rpcConn{srv: s, ws: ws, ip: ip, cfg: cfg, ctx: ctx, cancel: cancel,
-		out: make(chan []byte, rpcOutboxSize), inflight: make(chan struct{}, cfg.maxInflight),
+		space: make(chan struct{}, 1), inflight: make(chan struct{}, cfg.maxInflight),
 		limiter: rate.NewLimiter(rate.Limit(cfg.perSecond), cfg.burst), closed: make(chan struct{}),
 		watches: map[string]*tasks.Watch{}}
 }
@@ -67,8 +76,9 @@ func (c *rpcConn) run() {
 	}
 	_ = alive("")
 	c.ws.SetPongHandler(alive)
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); c.writer() }()
+	c.outMu.Lock()
+	c.beat = time.AfterFunc(c.cfg.heartbeat, c.heartbeat)
+	c.outMu.Unlock()
 	authTimer := time.AfterFunc(c.cfg.authTimeout, func() {
 		if c.principal() == nil {
 			c.closeWith(CloseUnauthorized, fmt.Sprintf("no valid auth within %s (server.rpc_auth_timeout)", c.cfg.authTimeout))
@@ -78,7 +88,10 @@ func (c *rpcConn) run() {
 	c.read(alive)
 	c.cancel()
 	c.calls.Wait()
-	<-writerDone
+	c.outMu.Lock() // an enqueue past its check has started its drain
+	c.beat.Stop()
+	c.outMu.Unlock()
+	c.drains.Wait()
 }
 
 // read handles frames until the socket fails or closes.
@@ -101,7 +114,11 @@ func (c *rpcConn) read(alive func(string) error) {
 		if c.isClosed() {
 			continue // draining until the client answers the close
 		}
-		c.handleFrame(mt, frame)
+		// Each frame is handled on a goroutine of its own, in order: the
+		// reader's stack stays the small one of an idle socket.
+		done := make(chan struct{})
+		go func() { defer close(done); c.handleFrame(mt, frame) }()
+		<-done
 	}
 }
 
@@ -205,47 +222,112 @@ func (c *rpcConn) notify(method string, params any) {
 	c.send(rpcNotification{JSONRPC: "2.0", Method: method, Params: params})
 }
 
-// send encodes v and queues it for the writer. A client that leaves its
-// queue full for the write timeout is closed: it is not reading.
+// send encodes v and queues it.
 func (c *rpcConn) send(v any) {
-	doc, err := stdjson.Marshal(v)
-	if err == nil {
-		doc, err = c.codec.fromJSON(doc)
-	}
+	doc, err := c.codec.encode(v)
 	if err != nil {
 		c.srv.log.Error("rpc encode", slog.Any("error", err))
 		return
 	}
-	select {
-	case c.out <- doc:
-	case <-c.ctx.Done():
-	case <-c.closed:
-	case <-time.After(rpcWriteTimeout):
-		c.closeWith(websocket.ClosePolicyViolation, "the client does not read its replies")
-	}
+	c.enqueue(doc)
 }
 
-// writer writes queued frames and the server's heartbeat.
-func (c *rpcConn) writer() {
-	tick := time.NewTicker(c.cfg.heartbeat)
-	defer tick.Stop()
+// enqueue queues an encoded frame for the socket. A client that leaves its
+// outbox full for the write timeout is closed: it is not reading.
+func (c *rpcConn) enqueue(frame []byte) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
+		c.outMu.Lock()
+		if c.isClosed() || c.ctx.Err() != nil {
+			c.outMu.Unlock()
+			return
+		}
+		if len(c.outbox) < rpcOutboxSize {
+			c.outbox = append(c.outbox, frame)
+			if !c.draining {
+				c.draining = true
+				c.drains.Add(1)
+				go c.drain()
+			}
+			c.outMu.Unlock()
+			return
+		}
+		c.outMu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(rpcWriteTimeout)
+		}
 		select {
+		case <-c.space:
 		case <-c.ctx.Done():
 			return
 		case <-c.closed:
 			return
-		case b := <-c.out:
+		case <-timer.C:
+			c.closeWith(websocket.ClosePolicyViolation, "the client does not read its replies")
+			return
+		}
+	}
+}
+
+// drain writes the outbox until it is empty, then ends.
+func (c *rpcConn) drain() {
+	defer c.drains.Done()
+	for {
+		c.outMu.Lock()
+		batch := c.outbox
+		c.outbox = nil
+		if len(batch) == 0 || c.isClosed() || c.ctx.Err() != nil {
+			c.draining = false
+			c.outMu.Unlock()
+			return
+		}
+		c.outMu.Unlock()
+		select {
+		case c.space <- struct{}{}:
+		default:
+		}
+		for _, b := range batch {
+			if c.isClosed() || c.ctx.Err() != nil {
+				break
+			}
 			_ = c.ws.SetWriteDeadline(time.Now().Add(rpcWriteTimeout))
 			if err := c.ws.WriteMessage(c.codec.frameType(), b); err != nil {
 				c.closeNow(websocket.CloseAbnormalClosure, "")
-				return
+				break
 			}
-		case now := <-tick.C:
-			_ = c.ws.WriteControl(websocket.PingMessage, nil, now.Add(rpcWriteTimeout))
-			go c.notify(methodHeartbeat, heartbeatParams{Time: now.UTC().Format(time.RFC3339Nano)})
 		}
 	}
+}
+
+// heartbeat pings the client and sends $/heartbeat, every heartbeat
+// interval until the socket closes.
+func (c *rpcConn) heartbeat() {
+	if c.isClosed() || c.ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	_ = c.ws.WriteControl(websocket.PingMessage, nil, now.Add(rpcWriteTimeout))
+	c.notify(methodHeartbeat, heartbeatParams{Time: now.UTC().Format(time.RFC3339Nano)})
+	c.outMu.Lock()
+	if c.ctx.Err() == nil {
+		c.beat.Reset(c.cfg.heartbeat)
+	}
+	c.outMu.Unlock()
+}
+
+// notifyOutput queues a planner.output notification.
+func (c *rpcConn) notifyOutput(sub string, o store.Output) {
+	frame, err := c.codec.output(sub, o)
+	if err != nil {
+		c.srv.log.Error("rpc encode", slog.Any("error", err))
+		return
+	}
+	c.enqueue(frame)
 }
 
 // closeWith sends a close frame and gives the client closeGrace to answer

@@ -46,7 +46,7 @@ func newRPCEnv(t *testing.T, mod func(*api.Config)) *rpcEnv {
 	t.Cleanup(q.Close)
 	d := api.Deps{DB: e.db, Redis: rdb, Registry: prometheus.NewRegistry(), Version: "test",
 		Planner: tasks.NewPlanner(e.db, q, tasks.NewPublisher(rdb, names, slog.Default()), store.QueueLimits{Total: 1000, PerProject: 1000}, slog.Default()),
-		Hub:     tasks.NewHub(e.db, rdb, names, slog.Default())}
+		Hub:     tasks.NewHub(e.db, rdb, names, slog.Default()), Events: tasks.NewEventHub(e.db, slog.Default())}
 	srv, err := api.New(cfg, api.DefaultAuthConfig(), d)
 	if err != nil {
 		t.Fatal(err)

@@ -116,6 +116,11 @@ func (c *rpcConn) call(req rpcRequest) (any, error) {
 			break
 		}
 		return c.watch(ctx, req)
+	case methodSubscribe, methodUnsubscribe:
+		if c.srv.events == nil {
+			break
+		}
+		return c.streamCall(ctx, req)
 	case methodSend, methodCancel:
 		if c.srv.planner == nil {
 			break

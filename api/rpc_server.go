@@ -165,11 +165,25 @@ func (r *rpcRegistry) shutdown(timeout time.Duration) {
 	}
 }
 
+// The socket buffers of /rpc: frames larger than a buffer are read and
+// written in several pieces.
+const (
+	rpcReadBuffer  = 512
+	rpcWriteBuffer = 4096
+)
+
+var rpcWriteBuffers = &sync.Pool{}
+
 // registerRPC mounts GET /rpc.
 func (s *Server) registerRPC() {
 	s.app.Get("/rpc", s.rpcAdmit, fws.New(s.serveRPC, fws.Config{
 		Subprotocols:     []string{SubprotocolJSON, SubprotocolMsgpack},
 		HandshakeTimeout: 10 * time.Second,
+		// An idle socket holds only its small read buffer: write buffers
+		// are shared while a frame is written.
+		ReadBufferSize:  rpcReadBuffer,
+		WriteBufferSize: rpcWriteBuffer,
+		WriteBufferPool: rpcWriteBuffers,
 	}))
 }
 

@@ -87,6 +87,23 @@ func TestRPCConformance(t *testing.T) {
 		{name: "watch no session", as: "viewer", method: "planner.watch", params: map[string]any{"subscription": "s"}, code: api.RPCInvalidParams, msg: "session: required"},
 		{name: "watch negative cursor", as: "viewer", method: "planner.watch", params: map[string]any{"subscription": "s", "session": e.session, "from_cursor": -1}, code: api.RPCInvalidParams, msg: "from_cursor"},
 		{name: "watch as outsider", as: "outsider", method: "planner.watch", params: map[string]any{"subscription": "s", "session": e.session}, code: api.RPCNotFound},
+		// event streams
+		{name: "subscribe", as: "viewer", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "project:WEB"}, check: func(t *testing.T, _ *rpcEnv, r map[string]any) {
+			if r["subscription"] != "s" || num(r["seq"]) < 1 {
+				t.Fatalf("subscribe %v", r)
+			}
+		}},
+		{name: "subscribe before auth", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "project:WEB"}, code: api.RPCUnauthenticated, msg: "send auth"},
+		{name: "subscribe no subscription", as: "viewer", method: "stream.subscribe", params: map[string]any{"stream": "project:WEB"}, code: api.RPCInvalidParams, msg: "subscription: required"},
+		{name: "subscribe no stream", as: "viewer", method: "stream.subscribe", params: map[string]any{"subscription": "s"}, code: api.RPCInvalidParams, msg: "field stream: required"},
+		{name: "subscribe unknown stream", as: "viewer", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "session:" + e.session}, code: api.RPCInvalidParams, msg: "is not a stream: use project:<KEY> or item:<KEY>"},
+		{name: "subscribe missing key", as: "viewer", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "item:"}, code: api.RPCInvalidParams, msg: "names no item key"},
+		{name: "subscribe bad from_seq", as: "viewer", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "project:WEB", "from_seq": -1}, code: api.RPCInvalidParams, msg: "from_seq: must be a non-negative integer"},
+		{name: "subscribe from_seq wrong type", as: "viewer", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "project:WEB", "from_seq": "1"}, code: api.RPCInvalidParams, msg: "field from_seq"},
+		{name: "subscribe other organization", as: "engineer", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "project:GLX"}, code: api.RPCNotFound, msg: "project GLX not found"},
+		{name: "subscribe as outsider", as: "outsider", method: "stream.subscribe", params: map[string]any{"subscription": "s", "stream": "project:WEB"}, code: api.RPCNotFound, msg: "project WEB not found"},
+		{name: "unsubscribe unknown", as: "viewer", method: "stream.unsubscribe", params: map[string]any{"subscription": "nope"}, code: api.RPCNotFound, msg: `subscription "nope" not found`},
+		{name: "unsubscribe no subscription", as: "viewer", method: "stream.unsubscribe", code: api.RPCInvalidParams, msg: "subscription: required"},
 		// planner
 		{name: "send", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "hello"}), check: keys("seq", "turn", "position")},
 		{name: "send with turn id", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "hello", "turn": "7b0c4a53-5e0e-4c1a-9d57-0e1f6d1c2b3a"}),
@@ -209,6 +226,7 @@ func TestRPCErrorTable(t *testing.T) {
 		{store.Errorf(store.CodeConflict, "x"), api.RPCConflict},
 		{store.Errorf(store.CodeAlreadyExists, "x"), api.RPCConflict},
 		{store.Errorf(store.CodeExhausted, "x"), api.RPCInternal},
+		{store.Errorf(store.CodeResyncRequired, "x"), api.RPCResyncRequired},
 		{errors.New("boom"), api.RPCInternal},
 	}
 	for _, tt := range tests {

@@ -106,7 +106,7 @@ func (c *rpcConn) forward(sub string, w *tasks.Watch) {
 				c.watchEnded(sub, w)
 				return
 			}
-			c.notify("planner.output", outputParams(sub, o))
+			c.notifyOutput(sub, o)
 		case <-c.ctx.Done():
 			w.Close()
 			return

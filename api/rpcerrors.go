@@ -27,6 +27,7 @@ var rpcCode = map[store.Code]int{
 	store.CodeNotFound:        RPCNotFound,
 	store.CodeAlreadyExists:   RPCConflict,
 	store.CodeConflict:        RPCConflict,
+	store.CodeResyncRequired:  RPCResyncRequired,
 	store.CodeExhausted:       RPCInternal,
 	store.CodeUnavailable:     RPCInternal,
 	store.CodeInternal:        RPCInternal,

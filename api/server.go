@@ -34,6 +34,9 @@ type Deps struct {
 	// outputs route's event stream); the server starts and stops it. nil
 	// answers a stream request with 503.
 	Hub *tasks.Hub
+	// Events follows the event log for /rpc's stream.subscribe; the server
+	// starts and stops it. nil answers stream methods with -32601.
+	Events *tasks.EventHub
 	// Monitoring is the asynq dashboard, mounted at /monitoring/ for
 	// platform admins; nil leaves it out.
 	Monitoring http.Handler
@@ -63,6 +66,8 @@ type Server struct {
 
 	planner *tasks.Planner
 	hub     *tasks.Hub
+	events  *tasks.EventHub
+	streams rpcStreams
 	// stopping is closed when Stop begins: event streams end on it.
 	stopping   chan struct{}
 	stopOnce   sync.Once
@@ -80,7 +85,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		d.Log = slog.Default()
 	}
 	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, log: d.Log,
-		planner: d.Planner, hub: d.Hub, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams}
+		planner: d.Planner, hub: d.Hub, events: d.Events, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
 	}
@@ -93,6 +98,8 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		ErrorHandler:          s.handleError,
 		ReadTimeout:           30 * time.Second,
 		IdleTimeout:           120 * time.Second,
+		// A /rpc socket then keeps no request read buffer once upgraded.
+		ReduceMemoryUsage: true,
 	})
 	s.routes()
 	return s, nil
@@ -111,6 +118,15 @@ func (s *Server) Start(ctx context.Context) error {
 		if err := s.hub.Start(ctx); err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("api: start hub: %w", err)
+		}
+	}
+	if s.events != nil {
+		if err := s.events.Start(ctx); err != nil {
+			_ = ln.Close()
+			if s.hub != nil {
+				s.hub.Stop()
+			}
+			return fmt.Errorf("api: start event hub: %w", err)
 		}
 	}
 	s.ln = ln
@@ -144,6 +160,9 @@ func (s *Server) stop() {
 	}
 	if s.hub != nil {
 		s.hub.Stop()
+	}
+	if s.events != nil {
+		s.events.Stop()
 	}
 }
 
@@ -189,6 +208,7 @@ var httpStatus = map[store.Code]int{
 	store.CodeNotFound:        fiber.StatusNotFound,
 	store.CodeAlreadyExists:   fiber.StatusConflict,
 	store.CodeConflict:        fiber.StatusConflict,
+	store.CodeResyncRequired:  fiber.StatusGone,
 	store.CodeExhausted:       fiber.StatusTooManyRequests,
 	store.CodeInternal:        fiber.StatusInternalServerError,
 	store.CodeUnavailable:     fiber.StatusServiceUnavailable,

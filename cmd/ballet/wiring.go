@@ -63,8 +63,11 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 	}
 	// One hub per api process: one pub/sub connection for all its watchers.
 	hub := tasks.NewHub(rt.db, rt.rdb, rt.names(), rt.log)
+	// One event hub per api process: one LISTEN connection for all its
+	// stream subscribers.
+	events := tasks.NewEventHub(rt.db, rt.log)
 	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
-		Version: version, Planner: planner, Hub: hub, Monitoring: mon, Sealer: sealer, Upstreams: upstreams})
+		Version: version, Planner: planner, Hub: hub, Events: events, Monitoring: mon, Sealer: sealer, Upstreams: upstreams})
 }
 
 func (rt *runtime) newWorker() (*worker.Worker, error) {
