@@ -35,6 +35,35 @@ func TestBenchGatewayPrintsTheTable(t *testing.T) {
 	}
 }
 
+// TestBenchRealtimePrintsTheTables runs a tiny `ballet bench realtime`
+// (a real api child process, helper client processes) for its output and
+// its clean-up, not for its figures.
+func TestBenchRealtimePrintsTheTables(t *testing.T) {
+	t.Parallel()
+	url := storetest.URL(t)
+	out, stderr, code := ballet(t, []string{"BALLET_DATABASE_URL=" + url}, "bench", "realtime",
+		"--idle", "20", "--watchers", "3", "--rate", "60", "--shared-rate", "10", "--duration", "300ms", "--turns", "2")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"| sockets | opened in | api RSS at 0 | api RSS at N | RSS per socket |", "| 20 |",
+		"| watchers | sockets | published/s | frames/s | kind | frames | p50 | p90 | p99 | max | lagging |",
+		"| own session each | 3 |", "| one shared session | 3 |",
+		"| what | turns | p50 | p90 | p99 | max | note |",
+		"| planner.cancel of a streaming turn → done at the socket | 2 |", `done "cancelled" ×2`,
+		"| planner.send → first text at the socket (queue, worker) | 2 |",
+		"| in-process: SendMessage + RunTurn → first text on Redis | 2 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(stderr, "panic") {
+		t.Errorf("stderr has a panic:\n%s", stderr)
+	}
+}
+
 func TestBenchRefusals(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -46,6 +75,9 @@ func TestBenchRefusals(t *testing.T) {
 		{[]string{"nope"}, 2, `unknown benchmark "nope"`},
 		{[]string{"gateway", "--concurrency", "1,x"}, 2, "--concurrency"},
 		{[]string{"gateway", "--help"}, 0, "Usage: ballet bench gateway"},
+		{[]string{"realtime", "--phases", "idle,nope"}, 2, `--phases: unknown phase "nope"`},
+		{[]string{"realtime", "--watchers", "0"}, 2, "--watchers: must be at least 1"},
+		{[]string{"realtime", "--help"}, 0, "Usage: ballet bench realtime"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
