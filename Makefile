@@ -13,7 +13,7 @@ BALLET_DATABASE_URL ?= postgres://postgres:ballet@127.0.0.1:5432/ballet?sslmode=
 BALLET_TEST_DATABASE_URL ?= postgres://postgres:ballet@127.0.0.1:5432/postgres?sslmode=disable
 export BALLET_DATABASE_URL BALLET_TEST_DATABASE_URL
 
-.PHONY: build run test lint services bench clean
+.PHONY: build run test lint services bench clean web
 
 build:
 	@echo "build: fetching Go modules (go mod download; the first time downloads every dependency)"
@@ -28,7 +28,13 @@ run: services build
 	@deploy/dev/run.sh $(BIN)
 
 test: services
+	@deploy/dev/services.sh chromium node
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The browser app: web/dist is committed (embedded by web/web.go), so `make run`
+# needs no Node; this rebuilds it from web/src with the locked npm packages.
+web:
+	cd web && npm ci --no-audit --no-fund && npm run build
 
 lint:
 	$(GO) vet ./...

@@ -176,6 +176,7 @@ func (s *Server) routes() {
 	s.registerOpenAPI(s.app.Group("/api/v1")) // public: before the authenticated group
 	v1 := s.app.Group("/api/v1", s.checkInput, s.authenticate)
 	s.registerV1(v1)
+	s.mountWebApp() // last: the browser app answers the paths no route took
 }
 
 // readyz answers 200 when Postgres and Redis both answer.

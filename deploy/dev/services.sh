@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure Postgres and Redis answer for `make run` and `make test`.
 #
-#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis]
+#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis] [chromium] [node]
 #
 # For each service: use it when it already answers; else, in the order of
 # --try (default: all, in this order):
@@ -9,6 +9,10 @@
 #   local    the installed binaries with data under .dev/ (initdb; run as the postgres user when root)
 #   apt      install the packages with apt-get (root only), then cluster and local again
 #   docker   `docker compose up -d` the service of docker-compose.yml
+# chromium (asked for by name; `make test` does) installs Debian's chromium
+# with apt-get when /usr/bin/chromium is missing, as root, for the browser test;
+# node (also asked for by `make test`) installs nodejs and npm the same way, for
+# the test that rebuilds the web bundle.
 # It says what it does, prints the URL it checked ("postgres ready: URL"), and
 # on failure lists every step it tried and why that step failed.
 #
@@ -41,9 +45,9 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--try=*) TRY=${1#--try=}; shift ;;
-	postgres | redis) WANT+=("$1"); shift ;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) die "unknown argument $1 (want --try LIST, postgres, redis)" ;;
+	postgres | redis | chromium | node) WANT+=("$1"); shift ;;
+	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node)" ;;
 	esac
 done
 [ ${#WANT[@]} -gt 0 ] || WANT=(postgres redis)
@@ -380,6 +384,26 @@ ensure_redis() {
 	fi
 	say "redis ready: $REDIS_URL"
 }
+
+# ensure_package NAME CHECK PACKAGES...: installs PACKAGES with apt-get, as
+# root, when the command CHECK is missing.
+ensure_package() {
+	local name=$1 check=$2
+	shift 2
+	if command -v "$check" >/dev/null 2>&1; then
+		say "$name ready: $(command -v "$check")"
+		return
+	fi
+	[ "$(id -u)" = 0 ] || die "$name is missing and this is not root: install it (apt-get install $*)"
+	say "$name is missing: installing $* with apt-get (for the tests)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >/dev/null; } ||
+		die "apt-get install $* failed"
+	say "$name ready: $(command -v "$check")"
+}
+
+ensure_chromium() { ensure_package chromium chromium chromium; }
+ensure_node() { ensure_package node npm nodejs npm; }
 
 for s in "${WANT[@]}"; do
 	"ensure_$s"

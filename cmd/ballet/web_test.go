@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/store/storetest"
+	"github.com/balletplanner/ballet/tasks/taskstest"
+)
+
+// chromiumPath is Debian's chromium, which `make test` installs when missing
+// (deploy/dev/services.sh chromium).
+const chromiumPath = "/usr/bin/chromium"
+
+// injection is Markdown that tries HTML, script and link injection.
+const injection = "Look: <img src=x onerror=\"window.__pwned=1\"> and [click me](javascript:window.__pwned=2) " +
+	"and <script>window.__pwned=3</script> then **bold text**."
+
+// browserScript is the demo conversation with a slow closing answer (so a
+// second message can queue behind it and the socket can drop mid-stream)
+// and an answer that attempts Markdown injection.
+func browserScript(t *testing.T) (path, closing string) {
+	t.Helper()
+	s := *fakellm.Demo()
+	s.Answers = append([]fakellm.Answer{{Match: "INJECT", Content: []fakellm.Block{{Text: injection}}}}, s.Answers...)
+	for i, a := range s.Answers {
+		if strings.Contains(a.Match, "propose_changeset") {
+			a.ChunkSize, a.ChunkLatency = 4, 50*time.Millisecond
+			s.Answers[i] = a
+			closing = a.Content[0].Text
+		}
+	}
+	b, err := yaml.Marshal(s)
+	must(t, err)
+	path = filepath.Join(t.TempDir(), "script.yaml")
+	must(t, os.WriteFile(path, b, 0o600))
+	return path, closing
+}
+
+// browser starts a headless chromium with a fresh profile.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("%s is missing: `make test` installs it (deploy/dev/services.sh chromium)", chromiumPath)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	must(t, chromedp.Do(ctx)) // starts the browser, without a deadline
+	return ctx
+}
+
+// page drives one browser tab and fails the test on the first error.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+	p   *process
+}
+
+// run runs steps, each within storetest.WaitTimeout.
+func (pg page) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	pg.t.Helper()
+	ctx, cancel := context.WithTimeout(pg.ctx, storetest.WaitTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		pg.fail(what, err)
+	}
+}
+
+func (pg page) fail(what string, err error) {
+	pg.t.Helper()
+	ctx, cancel := context.WithTimeout(pg.ctx, 5*time.Second)
+	defer cancel()
+	html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+	pg.t.Fatalf("%s: %v\npage: %s\nserver log:\n%s", what, err, html, pg.p.log())
+}
+
+// until waits for a JavaScript expression to be true.
+func (pg page) until(what, expr string) {
+	pg.t.Helper()
+	pg.run(what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond),
+		chromedp.WithPollingTimeout(storetest.WaitTimeout)))
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](pg page, expr string) T {
+	pg.t.Helper()
+	ctx, cancel := context.WithTimeout(pg.ctx, storetest.WaitTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		pg.fail("evaluate "+expr, err)
+	}
+	return v
+}
+
+// shot saves a screenshot of the page into docs/screenshots when
+// BALLET_SCREENSHOTS=1.
+func (pg page) shot(name string) {
+	pg.t.Helper()
+	if os.Getenv("BALLET_SCREENSHOTS") != "1" {
+		return
+	}
+	b, err := chromedp.Run(pg.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		pg.fail("screenshot "+name, err)
+	}
+	must(pg.t, os.WriteFile(filepath.Join("..", "..", "docs", "screenshots", name+".png"), b, 0o644))
+}
+
+// inert is the check that a rendered injection attempt is text only.
+const inertCheck = `(() => { const r = document.querySelector(%q);
+  return !!r && r.querySelectorAll('img[onerror], script, a[href^="javascript"], [onclick], iframe').length === 0 &&
+    window.__pwned === undefined && r.innerText.includes('onerror') && r.querySelector('strong') !== null; })()`
+
+// The web app end to end in a real browser against `ballet serve` with the
+// scripted model: sign in, a session with streaming, tool calls, a queued
+// turn cancelled, a dropped socket resumed, the proposed changeset applied
+// in part, the board and usage, and Markdown injection rendered inert.
+func TestWebAppInABrowser(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	script, closing := browserScript(t)
+	rc := taskstest.Config(t)
+	env := []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_REDIS_URL=" + rc.URL,
+		"BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_FAKE=" + script, "BALLET_LOG_LEVEL=warn"}
+	gw := freeAddr(t)
+	env = append(env, "BALLET_GATEWAY_ADDR="+gw, "BALLET_GATEWAY_URL=http://"+gw)
+	out, stderr, code := ballet(t, env, "demo", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, stderr)
+	}
+	var demo struct{ Token string }
+	must(t, json.Unmarshal([]byte(out), &demo))
+	p := startProcess(t, env, "serve")
+	p.waitReady(t)
+	base := "http://" + p.addr
+	c := client{t: t, base: base + "/api/v1", token: demo.Token}
+	if s := c.do("POST", "/organizations/demo/knowledge/entries",
+		map[string]any{"kind": "note", "title": "Injected note", "body": injection, "projects": []string{"DEMO"}}, nil); s != 201 {
+		t.Fatalf("create knowledge entry: %d", s)
+	}
+	pg := page{t: t, ctx: ctx, p: p}
+
+	// Sign in by pasting the token; the projects page lists the demo project.
+	pg.run("open sign-in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")))
+	pg.shot("sign-in")
+	pg.run("sign in", chromedp.SendKeys(chromedp.ID("token"), demo.Token), chromedp.SendKeys(chromedp.ID("token"), kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/projects/DEMO"]`)))
+	pg.shot("projects")
+
+	// The board before: no password reset tickets.
+	pg.run("open board", chromedp.Navigate(base+"/projects/DEMO/board"), chromedp.WaitVisible(chromedp.CSS(".ticket")))
+	pg.until("board without the new tickets", `![...document.querySelectorAll('.ticket')].some(e => e.innerText.includes('password reset endpoint'))`)
+
+	// A new session, and a message the demo model answers.
+	pg.run("sessions page", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), "Password reset"+kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`textarea[aria-label="Message"]`)))
+	composer := `textarea[aria-label="Message"]`
+	pg.run("send", chromedp.SendKeys(chromedp.CSS(composer), "Customers keep asking for password reset. What should we plan?"+kb.Enter))
+	pg.until("the turn runs", `!!document.querySelector('.turn[data-state=running] .stop')`)
+
+	// A second message queues behind it, shows its position, and is cancelled.
+	pg.run("queue a second message", chromedp.SendKeys(chromedp.CSS(composer), "And what about two-factor sign-in?"+kb.Enter))
+	pg.until("the second turn queued at position 1", `[...document.querySelectorAll('.turn[data-state=queued] .position')].some(e => e.innerText === 'Queued · position 1')`)
+	pg.shot("session-queued")
+	pg.run("cancel the queued turn", chromedp.Click(chromedp.CSS(`.turn[data-state=queued] .cancel`)))
+	pg.until("the queued turn is gone", `!document.querySelector('.turn[data-state=queued]') && !!document.querySelector('.turn[data-state=running]')`)
+
+	// Tool calls fold under one line each, ok, and the answer streams in.
+	pg.until("four tool calls folded", `[...document.querySelectorAll('li.tool[data-status=ok] summary')].map(e => e.querySelector('.name').innerText).join(',') === 'list_runnable,search_project,read_skill,propose_changeset'`)
+	pg.until("the closing answer streams", `(document.querySelector('.msg.live')?.dataset.source ?? '').length >= 12`)
+
+	// The socket drops mid-turn: a banner, then a resume that loses nothing.
+	eval[any](pg, `window.__balletDropSocket(true)`)
+	pg.until("the banner", `!!document.querySelector('[data-testid=conn-banner]')`)
+	pg.shot("session-reconnecting")
+	before := eval[string](pg, `document.querySelector('.msg.live')?.dataset.source ?? ''`)
+	eval[any](pg, `window.__balletResumeSocket()`)
+	pg.until("resumed", `!document.querySelector('[data-testid=conn-banner]') && document.querySelector('section.session').dataset.resumes === '1'`)
+	want, _ := json.Marshal(closing)
+	cont := fmt.Sprintf(`(() => { const w = %s; const l = document.querySelector('.msg.live'); const s = l ? l.dataset.source : null;
+		  return s === null || (s.length > %d && w.startsWith(s)); })()`, want, len(before))
+	pg.until("the streamed text after the resume continues without gap or repeat", cont)
+	live := eval[string](pg, `document.querySelector('.msg.live')?.dataset.source ?? ''`)
+	if !strings.HasPrefix(closing, live) {
+		t.Fatalf("streamed text after the resume %q is not a prefix of %q", live, closing)
+	}
+	pg.until("the turn ends", `!document.querySelector('.turn') && !document.querySelector('.msg.live')`)
+	once := eval[int](pg, `document.querySelector('.transcript').innerText.split('Nothing changes until you apply it').length - 1`)
+	if once != 1 {
+		t.Fatalf("the closing answer appears %d times", once)
+	}
+	// The proposed changeset appears in the session without a reload.
+	pg.until("the changeset in the session", `!!document.querySelector('.transcript article.changeset[data-status=proposed]')`)
+	pg.shot("session")
+
+	// Changesets: a $ref not chosen is explained; two operations applied.
+	pg.run("changesets page", chromedp.Navigate(base+"/projects/DEMO/changesets"), chromedp.WaitVisible(chromedp.CSS(`article.changeset .op`)))
+	pg.until("diffs of the new tickets", `document.querySelector('article.changeset').innerText.includes('Add a password reset endpoint')`)
+	pg.run("leave operation 1 out", chromedp.Click(chromedp.CSS(`li.op[data-op="0"] input[type=checkbox]`)))
+	pg.until("the conflict explained", `(document.querySelector('li.op[data-op="2"] .conflict')?.innerText ?? '').includes('created by operation 1')`)
+	pg.run("choose 1 and 2, not 3", chromedp.Click(chromedp.CSS(`li.op[data-op="0"] input[type=checkbox]`)),
+		chromedp.Click(chromedp.CSS(`li.op[data-op="2"] input[type=checkbox]`)))
+	pg.until("two chosen", `document.querySelector('button.apply').innerText === 'Apply chosen (2 of 3)' && !document.querySelector('.conflict')`)
+	pg.shot("changeset")
+	pg.run("apply", chromedp.Click(chromedp.CSS(`button.apply`)))
+	pg.until("applied", `!document.querySelector('article.changeset[data-status=proposed]')`)
+	pg.run("applied changesets", chromedp.Navigate(base+"/projects/DEMO/changesets?status=applied"))
+	pg.until("two operations applied", `document.querySelectorAll('article.changeset[data-status=applied] .applied.yes').length === 2`)
+
+	// The board shows the new tickets.
+	pg.run("board after", chromedp.Navigate(base+"/projects/DEMO/board"), chromedp.WaitVisible(chromedp.CSS(".ticket")))
+	pg.until("the new tickets on the board", `['Add a password reset endpoint', 'Build the reset password page'].every(t => [...document.querySelectorAll('.ticket')].some(e => e.innerText.includes(t)))`)
+	pg.shot("board")
+
+	pg.run("usage", chromedp.Navigate(base+"/projects/DEMO/usage"), chromedp.WaitVisible(chromedp.CSS("svg.chart rect")))
+	pg.shot("usage")
+
+	// Markdown injection from the model and from a knowledge entry is inert.
+	pg.run("injection session", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), "Injection"+kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(composer)),
+		chromedp.SendKeys(chromedp.CSS(composer), "INJECT something"+kb.Enter))
+	pg.until("the injected answer", `[...document.querySelectorAll('.msg.assistant')].some(e => !e.dataset.source && e.innerText.includes('bold text'))`)
+	pg.until("the model's injection is inert", fmt.Sprintf(inertCheck, ".transcript"))
+	pg.run("knowledge", chromedp.Navigate(base+"/orgs/demo/knowledge"), chromedp.WaitVisible(chromedp.CSS("article.knowledge")))
+	pg.until("the knowledge entry's injection is inert", fmt.Sprintf(inertCheck, "main"))
+	pg.shot("knowledge")
+}
+
+// The committed bundle (web/dist) is what `npm ci && npm run build` makes
+// of web's sources.
+func TestWebBundleMatchesSources(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Fatal("npm is missing: `make test` installs it (deploy/dev/services.sh node)")
+	}
+	src := filepath.Join("..", "..", "web")
+	tmp := t.TempDir()
+	for _, f := range []string{"package.json", "package-lock.json", "index.html", "vite.config.ts", "tsconfig.json", "src"} {
+		cmd := exec.Command("cp", "-r", filepath.Join(src, f), tmp)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("copy %s: %v %s", f, err, b)
+		}
+	}
+	for _, args := range [][]string{{"ci", "--no-audit", "--no-fund"}, {"run", "build"}} {
+		cmd := exec.Command("npm", args...)
+		cmd.Dir = tmp
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	want := tree(t, filepath.Join(tmp, "dist"))
+	got := tree(t, filepath.Join(src, "dist"))
+	for name, b := range want {
+		if g, ok := got[name]; !ok {
+			t.Errorf("web/dist lacks %s: run `make web`", name)
+		} else if g != b {
+			t.Errorf("web/dist/%s differs from a fresh build: run `make web`", name)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("web/dist/%s is not made by the build: run `make web`", name)
+		}
+	}
+}
+
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	must(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return err
+	}))
+	return out
+}

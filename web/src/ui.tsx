@@ -1,0 +1,34 @@
+// Shared view pieces.
+import { useEffect, useState } from "preact/hooks";
+import { renderMarkdown } from "./markdown";
+
+/** Markdown renders sanitized Markdown. */
+export function Markdown(props: { src: string; class?: string }) {
+  return <div class={"md " + (props.class ?? "")} dangerouslySetInnerHTML={{ __html: renderMarkdown(props.src) }} />;
+}
+
+/** useLoad runs load and reruns it when deps change or reload is called. */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
+  const [data, setData] = useState<T>();
+  const [error, setError] = useState("");
+  const [n, setN] = useState(0);
+  useEffect(() => {
+    let live = true;
+    load().then(
+      (d) => live && (setData(d), setError("")),
+      (e) => live && setError(e.message),
+    );
+    return () => {
+      live = false;
+    };
+  }, [...deps, n]);
+  return { data, error, reload: () => setN((x) => x + 1) };
+}
+
+export function ErrorLine(props: { error: string }) {
+  return props.error ? <div class="error" role="alert">{props.error}</div> : null;
+}
+
+export function when(iso: string): string {
+  return new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
