@@ -31,10 +31,10 @@ test: services
 	@deploy/dev/services.sh chromium node
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# The browser app: web/dist is committed (embedded by web/web.go), so `make run`
-# needs no Node; this rebuilds it from web/src with the locked npm packages.
+# The browser app: api/web/dist is committed (embedded by api/web/web.go), so `make run`
+# needs no Node; this rebuilds it from api/web/src with the locked npm packages.
 web:
-	cd web && npm ci --no-audit --no-fund && npm run build
+	cd api/web && npm ci --no-audit --no-fund && npm run build
 
 lint:
 	$(GO) vet ./...

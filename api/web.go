@@ -9,7 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/balletplanner/ballet/web"
+	"github.com/balletplanner/ballet/api/web"
 )
 
 // appPrefixes are the paths the browser app never answers: the api's own.

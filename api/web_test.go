@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/balletplanner/ballet/web"
+	"github.com/balletplanner/ballet/api/web"
 )
 
 // The browser app is served at / from the binary: its files with their

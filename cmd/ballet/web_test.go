@@ -249,14 +249,14 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.shot("knowledge")
 }
 
-// The committed bundle (web/dist) is what `npm ci && npm run build` makes
+// The committed bundle (api/web/dist) is what `npm ci && npm run build` makes
 // of web's sources.
 func TestWebBundleMatchesSources(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("npm"); err != nil {
 		t.Fatal("npm is missing: `make test` installs it (deploy/dev/services.sh node)")
 	}
-	src := filepath.Join("..", "..", "web")
+	src := filepath.Join("..", "..", "api", "web")
 	tmp := t.TempDir()
 	for _, f := range []string{"package.json", "package-lock.json", "index.html", "vite.config.ts", "tsconfig.json", "src"} {
 		cmd := exec.Command("cp", "-r", filepath.Join(src, f), tmp)
@@ -275,14 +275,14 @@ func TestWebBundleMatchesSources(t *testing.T) {
 	got := tree(t, filepath.Join(src, "dist"))
 	for name, b := range want {
 		if g, ok := got[name]; !ok {
-			t.Errorf("web/dist lacks %s: run `make web`", name)
+			t.Errorf("api/web/dist lacks %s: run `make web`", name)
 		} else if g != b {
-			t.Errorf("web/dist/%s differs from a fresh build: run `make web`", name)
+			t.Errorf("api/web/dist/%s differs from a fresh build: run `make web`", name)
 		}
 	}
 	for name := range got {
 		if _, ok := want[name]; !ok {
-			t.Errorf("web/dist/%s is not made by the build: run `make web`", name)
+			t.Errorf("api/web/dist/%s is not made by the build: run `make web`", name)
 		}
 	}
 }

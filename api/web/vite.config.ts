@@ -1,6 +1,6 @@
 import { defineConfig } from "vite";
 
-// The bundle is committed (web/dist) and embedded in the Go binary, so the
+// The bundle is committed (api/web/dist) and embedded in the Go binary, so the
 // build must be reproducible: content-hashed names, no timestamps, no
 // source maps pointing at a developer's paths.
 export default defineConfig({

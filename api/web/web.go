@@ -1,5 +1,5 @@
-// Package web holds the browser app's built bundle (web/dist, built from
-// web/src with `make web`), embedded so the binary serves it without Node.
+// Package web holds the browser app's built bundle (api/web/dist, built from
+// api/web/src with `make web`), embedded so the binary serves it without Node.
 package web
 
 import (
