@@ -82,6 +82,10 @@ const (
 	// ResumeWaiting: a task under one of the ids is waiting in the queue
 	// (pending, scheduled or retry) and will reach a worker.
 	ResumeWaiting
+	// ResumeBesideActive: a new task was put in the queue beside one that
+	// a worker took and has not finished (perhaps a dead worker; on a busy
+	// machine perhaps one that has not claimed the turn yet).
+	ResumeBesideActive
 )
 
 // maxFreshIDs bounds how many ids EnqueueFresh tries for one task: each id
@@ -99,6 +103,7 @@ const maxFreshIDs = 8
 // the result says whether a task was enqueued or one is waiting, and an
 // error means neither.
 func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) (string, Resumed, error) {
+	done := ResumeEnqueued
 	for i, tries := 1, 0; i <= maxFreshIDs && tries < 3*maxFreshIDs; i, tries = i+1, tries+1 {
 		id := taskID
 		if i > 1 {
@@ -106,7 +111,7 @@ func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) 
 		}
 		err := q.enqueue(ctx, session, turn, id)
 		if err == nil {
-			return id, ResumeEnqueued, nil
+			return id, done, nil
 		}
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {
 			return "", 0, fmt.Errorf("tasks: enqueue turn %s: %w", turn, err)
@@ -129,6 +134,9 @@ func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) 
 			i-- // try the same id again
 		}
 		// Active: held by a worker, perhaps a dead one; try the next id.
+		if info.State == asynq.TaskStateActive {
+			done = ResumeBesideActive
+		}
 	}
 	return "", 0, fmt.Errorf("tasks: enqueue turn %s: the ids %s to %s:%d are all held by active tasks", turn, taskID, taskID, maxFreshIDs)
 }

@@ -201,7 +201,7 @@ func TestSweeperResumesPastATaskHeldActive(t *testing.T) {
 		// hold sets the turn up with its task held and returns the held id.
 		hold func(e *env, session, turn string, got <-chan string) string
 	}{
-		{name: "queued turn", reason: "not_queued", hold: func(_ *env, _, _ string, got <-chan string) string {
+		{name: "queued turn", reason: "unclaimed", hold: func(_ *env, _, _ string, got <-chan string) string {
 			return <-got // the send's own task
 		}},
 		{name: "resume of an expired lease", reason: store.StaleLeaseExpired, hold: func(e *env, session, turn string, got <-chan string) string {

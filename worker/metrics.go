@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer, q *tasks.Queue) (*metrics, error) {
 		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_compactions_total",
 			Help: "Context compactions, by outcome (ok, failed)."}, []string{"outcome"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_resumes_total",
-			Help: "Turns the sweeper put back in the queue, by reason (worker_lost, lease_expired, not_queued)."},
+			Help: "Turns the sweeper put back in the queue, by reason (worker_lost, lease_expired, not_queued, unclaimed)."},
 			[]string{"reason"}),
 	}
 	if reg == nil {

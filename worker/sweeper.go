@@ -88,7 +88,7 @@ func (s *sweeper) sweepOnce(ctx context.Context) error {
 			s.log.WarnContext(ctx, "resume turn", slog.String("turn", r.Turn), slog.Any("error", err))
 			continue
 		}
-		if res == tasks.ResumeEnqueued {
+		if res != tasks.ResumeWaiting {
 			s.metrics.resumes.WithLabelValues(r.Stale).Inc()
 			s.log.InfoContext(ctx, "resuming turn", slog.String("session", r.Session), slog.String("turn", r.Turn),
 				slog.String("reason", r.Stale), slog.String("task", id))
@@ -106,9 +106,17 @@ func (s *sweeper) sweepOnce(ctx context.Context) error {
 			s.log.WarnContext(ctx, "enqueue queued turn", slog.String("turn", h.Turn), slog.Any("error", err))
 			continue
 		}
-		if res == tasks.ResumeEnqueued {
+		switch res {
+		case tasks.ResumeEnqueued:
 			s.metrics.resumes.WithLabelValues(resumeNotQueued).Inc()
 			s.log.WarnContext(ctx, "queued turn missing from the queue; enqueued again", slog.String("session", h.Session),
+				slog.String("turn", h.Turn), slog.String("task", id))
+		case tasks.ResumeBesideActive:
+			// Taken by a worker that has not claimed it since: a dead one,
+			// or a live one on a busy machine (then the extra task finds
+			// the turn claimed and is dropped).
+			s.metrics.resumes.WithLabelValues(resumeUnclaimed).Inc()
+			s.log.InfoContext(ctx, "queued turn taken but not claimed; enqueued beside it", slog.String("session", h.Session),
 				slog.String("turn", h.Turn), slog.String("task", id))
 		}
 	}
@@ -121,3 +129,7 @@ func (s *sweeper) sweepOnce(ctx context.Context) error {
 
 // resumeNotQueued labels a queued turn found missing from the queue.
 const resumeNotQueued = "not_queued"
+
+// resumeUnclaimed labels a queued turn whose task a worker took and did
+// not claim within headRecheck.
+const resumeUnclaimed = "unclaimed"

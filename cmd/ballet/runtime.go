@@ -99,11 +99,16 @@ func (rt *runtime) run(ctx context.Context, services ...service) error {
 	var err error
 	for _, s := range services {
 		if err = s.Start(ctx); err != nil {
+			if ctx.Err() != nil {
+				// SIGTERM while starting: a shutdown, not a failure.
+				rt.log.Info("stopped while starting", slog.Any("error", err))
+				err = nil
+			}
 			break
 		}
 		started = append(started, s)
 	}
-	if err == nil {
+	if err == nil && len(started) == len(services) {
 		<-ctx.Done()
 		rt.log.Info("shutting down", slog.Duration("timeout", rt.cfg.Server.ShutdownTimeout))
 	}
