@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/api"
-	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
@@ -76,7 +76,7 @@ func startWorker(t *testing.T, d *api.Deps, q *tasks.Queue, pub *tasks.Publisher
 	pc.Model = "fake-model"
 	w, err := worker.New(cfg, pc, 2*time.Second, worker.Deps{DB: d.DB, Redis: d.Redis, Queue: q, Publisher: pub,
 		Tools: reg, Log: d.Log, Registry: prometheus.NewRegistry(),
-		Model: worker.GatewayModel{Client: gateway.NewClient(fake.URL(), []byte("test-key"), nil)}})
+		Model: worker.GatewayModel{Client: llm.NewClient(fake.URL(), []byte("test-key"), nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

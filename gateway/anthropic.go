@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 // anthropicProvider passes calls through to an Anthropic Messages API.
@@ -27,7 +30,7 @@ func (anthropicProvider) request(ctx context.Context, c *call) (*http.Request, e
 	req.Header.Set("x-api-key", c.apiKey)
 	version := c.header.Get("anthropic-version")
 	if version == "" {
-		version = anthropicVersion
+		version = llm.AnthropicVersion
 	}
 	req.Header.Set("anthropic-version", version)
 	if beta := c.header.Values("anthropic-beta"); len(beta) > 0 {
@@ -40,7 +43,7 @@ func (anthropicProvider) request(ctx context.Context, c *call) (*http.Request, e
 }
 
 func (anthropicProvider) events(_ *call, body io.ReadCloser) eventSource {
-	return &anthropicEvents{r: newSSEReader(body), body: body}
+	return &anthropicEvents{r: sse.NewReader(body), body: body}
 }
 
 func (anthropicProvider) message(_ *call, body []byte) ([]byte, error) {
@@ -59,20 +62,20 @@ func (anthropicProvider) message(_ *call, body []byte) ([]byte, error) {
 // anthropicEvents reads an Anthropic stream; the first event must be JSON,
 // so an answer that is not a stream at all is caught before the caller sees it.
 type anthropicEvents struct {
-	r       *sseReader
+	r       *sse.Reader
 	body    io.ReadCloser
 	started bool
 }
 
-func (a *anthropicEvents) next() (sseEvent, error) {
-	ev, err := a.r.next()
+func (a *anthropicEvents) next() (sse.Event, error) {
+	ev, err := a.r.Next()
 	if err != nil {
 		return ev, err
 	}
 	if !a.started {
 		a.started = true
-		if !json.Valid(ev.data) {
-			return ev, fmt.Errorf("%w: first event %q is not JSON", errMalformed, ev.name)
+		if !json.Valid(ev.Data) {
+			return ev, fmt.Errorf("%w: first event %q is not JSON", errMalformed, ev.Name)
 		}
 	}
 	return ev, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -18,7 +19,12 @@ type Config struct {
 	URL string `toml:"url"`
 	// Fake routes calls that have no provider credential to the scripted
 	// fake upstream: "" (off), "demo" or the path of a script (JSON or YAML).
+	// The process running the gateway serves the script on FakeAddr and
+	// hands it to New as the Fallback; the Server itself reads neither.
 	Fake string `toml:"fake"`
+	// FakeAddr is where that fake upstream listens (loopback, a free port by
+	// default).
+	FakeAddr string `toml:"fake_addr"`
 	// SigningKey signs and verifies gateway tokens (HMAC-SHA256).
 	SigningKey string `toml:"signing_key" secret:"true"`
 	// CredentialsKey is the base64 AES-256 key sealing provider credentials.
@@ -36,7 +42,7 @@ type Config struct {
 	// AllowedUpstreams are the endpoints a credential's base_url may name:
 	// hosts (https on that host, port 443 unless given) or URL prefixes
 	// (scheme, host, port and a path prefix). anthropic_url, openai_url and
-	// the in-process fake upstream are always allowed.
+	// the fallback upstream (the fake) are always allowed.
 	AllowedUpstreams []string `toml:"allowed_upstreams"`
 	// MaxModelLabels caps the distinct model names used as metric labels;
 	// further names are counted under the label "_other".
@@ -71,6 +77,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Addr:                ":8082",
+		FakeAddr:            "127.0.0.1:0",
 		URL:                 "http://localhost:8082",
 		TokenTTL:            10 * time.Minute,
 		MaxRequestBytes:     32 << 20,
@@ -109,6 +116,11 @@ func (c Config) Validate() error {
 	if c.Fake != "" && c.Fake != "demo" {
 		if _, err := os.Stat(c.Fake); err != nil {
 			return fmt.Errorf("gateway.fake: must be \"demo\" or a script file: %w", err)
+		}
+	}
+	if c.Fake != "" {
+		if _, _, err := net.SplitHostPort(c.FakeAddr); err != nil {
+			return fmt.Errorf("gateway.fake_addr: must be host:port, got %q: %w", c.FakeAddr, err)
 		}
 	}
 	if c.CredentialsKey != "" && c.CredentialsKeyFile != "" {

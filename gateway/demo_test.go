@@ -7,15 +7,17 @@ import (
 	"testing"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
-// TestDemoPlaysAPlanner runs the planner loop against gateway.fake = "demo":
+// TestDemoPlaysAPlanner runs the planner loop against the demo fake as the
+// fallback upstream (gateway.fake = "demo"):
 // the tools come in the order of a believable planner, then a summary.
 func TestDemoPlaysAPlanner(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, fakellm.MustParse(okScript), withProvider(""), withConfig(func(c *Config) { c.Fake = "demo" }))
-	req := MessageRequest{Model: "claude-sonnet-5-5", MaxTokens: 8192,
-		Messages: []Message{{Role: RoleUser, Content: Content{{Type: BlockText, Text: "We need password reset by email."}}}}}
+	e := newEnv(t, fakellm.MustParse(okScript), withProvider(""), withFallback(fakellm.Demo()))
+	req := llm.MessageRequest{Model: "claude-sonnet-5-5", MaxTokens: 8192,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: llm.Content{{Type: llm.BlockText, Text: "We need password reset by email."}}}}}
 	var tools []string
 	var proposal json.RawMessage
 	var final string
@@ -28,22 +30,22 @@ func TestDemoPlaysAPlanner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Messages = append(req.Messages, Message{Role: RoleAssistant, Content: msg.Content})
-		var results Content
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: msg.Content})
+		var results llm.Content
 		for _, b := range msg.Content {
-			if b.Type == BlockToolUse {
+			if b.Type == llm.BlockToolUse {
 				tools = append(tools, b.Name)
 				if b.Name == "propose_changeset" {
 					proposal = b.Input
 				}
-				results = append(results, ContentBlock{Type: BlockToolResult, ToolUseID: b.ID, Content: Content{{Type: BlockText, Text: `{"ok":true}`}}})
+				results = append(results, llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: b.ID, Content: llm.Content{{Type: llm.BlockText, Text: `{"ok":true}`}}})
 			}
 		}
-		if msg.StopReason != StopToolUse {
+		if msg.StopReason != llm.StopToolUse {
 			final = msg.Content.Text()
 			break
 		}
-		req.Messages = append(req.Messages, Message{Role: RoleUser, Content: results})
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: results})
 	}
 	if strings.Join(tools, ",") != "list_runnable,search_project,read_skill,propose_changeset" {
 		t.Fatalf("tools = %v", tools)

@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 )
@@ -51,14 +52,14 @@ func TestAuthentication(t *testing.T) {
 		status int
 		typ    string
 	}{
-		{"missing", "", 401, ErrAuthentication},
-		{"garbage", "not-a-token", 401, ErrAuthentication},
-		{"expired", with("exp", time.Now().Add(-time.Hour).Unix()), 401, ErrAuthentication},
-		{"no expiry", with("exp", nil), 401, ErrAuthentication},
-		{"wrong audience", with("aud", "api"), 401, ErrAuthentication},
-		{"wrong key", sign(base(), "another-key"), 401, ErrAuthentication},
-		{"no llm.invoke", with("cap", []string{"tracker.read"}), 403, ErrPermission},
-		{"unknown organization", with("org", "00000000-0000-0000-0000-000000000001"), 403, ErrPermission},
+		{"missing", "", 401, llm.ErrAuthentication},
+		{"garbage", "not-a-token", 401, llm.ErrAuthentication},
+		{"expired", with("exp", time.Now().Add(-time.Hour).Unix()), 401, llm.ErrAuthentication},
+		{"no expiry", with("exp", nil), 401, llm.ErrAuthentication},
+		{"wrong audience", with("aud", "api"), 401, llm.ErrAuthentication},
+		{"wrong key", sign(base(), "another-key"), 401, llm.ErrAuthentication},
+		{"no llm.invoke", with("cap", []string{"tracker.read"}), 403, llm.ErrPermission},
+		{"unknown organization", with("org", "00000000-0000-0000-0000-000000000001"), 403, llm.ErrPermission},
 		{"valid", e.token(t), 200, ""},
 	}
 	for _, tt := range tests {
@@ -112,7 +113,7 @@ func TestBadRequests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			resp, body := e.post(t, e.token(t), []byte(tt.body))
-			if resp.StatusCode != 400 || errorOf(t, body).Type != ErrInvalidRequest {
+			if resp.StatusCode != 400 || errorOf(t, body).Type != llm.ErrInvalidRequest {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
 		})
@@ -129,14 +130,14 @@ func TestCredentialResolution(t *testing.T) {
 			t.Fatalf("status = %d: %s", resp.StatusCode, body)
 		}
 		d := errorOf(t, body)
-		if d.Type != ErrPermission {
+		if d.Type != llm.ErrPermission {
 			t.Fatalf("type = %s", d.Type)
 		}
 		mustContain(t, d.Message, "no provider credential", "project DEMO", "acme")
 	})
 	t.Run("none but fake", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, fakellm.MustParse(okScript), withProvider(""), withConfig(func(c *Config) { c.Fake = "demo" }))
+		e := newEnv(t, fakellm.MustParse(okScript), withProvider(""), withFallback(fakellm.Demo()))
 		msg, err := e.client.Create(context.Background(), e.principal(), hello(false))
 		if err != nil {
 			t.Fatal(err)
@@ -164,7 +165,7 @@ func TestCredentialResolution(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp, body := e.post(t, e.token(t), hello(false))
-		if resp.StatusCode != 500 || errorOf(t, body).Type != ErrAPI {
+		if resp.StatusCode != 500 || errorOf(t, body).Type != llm.ErrAPI {
 			t.Fatalf("status = %d: %s", resp.StatusCode, body)
 		}
 	})
@@ -231,7 +232,7 @@ answers:
 	if resp.StatusCode != 429 {
 		t.Fatalf("status = %d", resp.StatusCode)
 	}
-	if d := errorOf(t, body); d.Type != ErrRateLimit || d.Message != "slow down please" {
+	if d := errorOf(t, body); d.Type != llm.ErrRateLimit || d.Message != "slow down please" {
 		t.Fatalf("error = %+v", d)
 	}
 	if resp.Header.Get("Retry-After") != "0" {
@@ -258,8 +259,8 @@ answers:
 	}
 	var got string
 	_, err = s.Collect(func(p string) { got += p })
-	var ae *APIError
-	if !errors.As(err, &ae) || ae.Type != ErrAPI {
+	var ae *llm.APIError
+	if !errors.As(err, &ae) || ae.Type != llm.ErrAPI {
 		t.Fatalf("err = %v, want an api_error event", err)
 	}
 	if got == "" || !strings.HasPrefix("The first part arrives, then the upstream fails.", got) {
@@ -290,8 +291,8 @@ answers:
 	}
 	var got string
 	_, err = s.Collect(func(p string) { got += p })
-	var ae *APIError
-	if !errors.As(err, &ae) || ae.Type != ErrAPI {
+	var ae *llm.APIError
+	if !errors.As(err, &ae) || ae.Type != llm.ErrAPI {
 		t.Fatalf("err = %v, want an api_error event", err)
 	}
 	mustContain(t, ae.Message, "upstream stream broke off")
@@ -343,7 +344,7 @@ answers:
 				t.Fatalf("status = %d: %s", resp.StatusCode, body)
 			}
 			d := errorOf(t, body)
-			if d.Type != ErrAPI {
+			if d.Type != llm.ErrAPI {
 				t.Fatalf("type = %s", d.Type)
 			}
 			mustContain(t, d.Message, "malformed")
@@ -368,7 +369,7 @@ answers:
 		t.Fatal(err)
 	}
 	for s.Next() {
-		if s.Event().Type == EventStart {
+		if s.Event().Type == llm.EventStart {
 			break
 		}
 	}

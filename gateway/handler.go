@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -31,46 +34,46 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 
 	token := bearer(r.Header.Get("Authorization"), r.Header.Get("x-api-key"))
 	if token == "" {
-		writeError(w, http.StatusUnauthorized, ErrAuthentication, "missing gateway token: send it as Authorization: Bearer <token> or x-api-key")
+		writeError(w, http.StatusUnauthorized, llm.ErrAuthentication, "missing gateway token: send it as Authorization: Bearer <token> or x-api-key")
 		return
 	}
-	p, err := VerifyToken(s.signingKey, token)
+	p, err := llm.VerifyToken(s.signingKey, token)
 	if err != nil {
-		writeError(w, http.StatusUnauthorized, ErrAuthentication, err.Error())
+		writeError(w, http.StatusUnauthorized, llm.ErrAuthentication, err.Error())
 		return
 	}
-	if !p.Can(CapabilityInvoke) {
-		writeError(w, http.StatusForbidden, ErrPermission, "the token lacks the llm.invoke capability")
+	if !p.Can(llm.CapabilityInvoke) {
+		writeError(w, http.StatusForbidden, llm.ErrPermission, "the token lacks the llm.invoke capability")
 		return
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, ErrTooLarge, "request body over "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
+			writeError(w, http.StatusRequestEntityTooLarge, llm.ErrTooLarge, "request body over "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
 			return
 		}
-		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "read body: "+err.Error())
+		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "read body: "+err.Error())
 		return
 	}
 	var head requestHead
 	if err := json.Unmarshal(raw, &head); err != nil {
-		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "body: "+err.Error())
+		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "body: "+err.Error())
 		return
 	}
 	if err := validateModel(head.Model); err != nil {
-		writeError(w, http.StatusBadRequest, ErrInvalidRequest, err.Error())
+		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, err.Error())
 		return
 	}
 	if head.MaxTokens < 1 {
-		writeError(w, http.StatusBadRequest, ErrInvalidRequest, "max_tokens: must be at least 1")
+		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "max_tokens: must be at least 1")
 		return
 	}
 
 	sc, err := s.scopes.get(ctx, p.Organization, p.Project)
 	if err != nil {
 		if store.IsCode(err, store.CodeNotFound) {
-			writeError(w, http.StatusForbidden, ErrPermission, "the token's organization or project does not exist")
+			writeError(w, http.StatusForbidden, llm.ErrPermission, "the token's organization or project does not exist")
 			return
 		}
 		if store.ErrorCode(err) == store.CodeUnavailable {
@@ -79,20 +82,20 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.log.ErrorContext(ctx, "resolve scope", slog.Any("error", err))
-		writeError(w, http.StatusInternalServerError, ErrAPI, "gateway: cannot load the project's settings")
+		writeError(w, http.StatusInternalServerError, llm.ErrAPI, "gateway: cannot load the project's settings")
 		return
 	}
 	cred, ok := sc.credential(head.Model)
 	if !ok {
 		switch {
-		case s.fake != nil:
-			cred = upstreamCred{provider: store.ProviderAnthropic, apiKey: "fake", baseURL: s.fake.URL()}
+		case s.fallbackURL != "":
+			cred = upstreamCred{provider: store.ProviderAnthropic, apiKey: "fake", baseURL: s.fallbackURL}
 		case sc.openErr != nil:
 			s.log.ErrorContext(ctx, "open credential", slog.String("scope", sc.name()), slog.Any("error", sc.openErr))
-			writeError(w, http.StatusInternalServerError, ErrAPI, "gateway: the "+sc.name()+" credential cannot be opened with the gateway's credentials key")
+			writeError(w, http.StatusInternalServerError, llm.ErrAPI, "gateway: the "+sc.name()+" credential cannot be opened with the gateway's credentials key")
 			return
 		default:
-			writeError(w, http.StatusForbidden, ErrPermission, "no provider credential for "+sc.name()+" or its organization "+sc.OrganizationKey)
+			writeError(w, http.StatusForbidden, llm.ErrPermission, "no provider credential for "+sc.name()+" or its organization "+sc.OrganizationKey)
 			return
 		}
 	}
@@ -106,9 +109,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		// The key goes nowhere the operator did not allow.
 		s.log.WarnContext(ctx, "credential base_url refused", slog.String("scope", sc.name()),
 			slog.String("provider", cred.provider), slog.Any("error", err))
-		writeError(w, http.StatusForbidden, ErrPermission, "the "+cred.provider+" credential of "+sc.name()+
+		writeError(w, http.StatusForbidden, llm.ErrPermission, "the "+cred.provider+" credential of "+sc.name()+
 			" has a base_url that is not allowed: "+UpstreamRule)
-		s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, http.StatusForbidden, Usage{})
+		s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, http.StatusForbidden, llm.Usage{})
 		return
 	}
 
@@ -117,16 +120,16 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		var le *limitError
 		if errors.As(err, &le) {
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(le.retryAfter)))
-			typ := ErrRateLimit
+			typ := llm.ErrRateLimit
 			if le.status == http.StatusForbidden {
-				typ = ErrPermission
+				typ = llm.ErrPermission
 			}
 			writeError(w, le.status, typ, le.message)
-			s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, le.status, Usage{})
+			s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, le.status, llm.Usage{})
 			return
 		}
 		s.log.ErrorContext(ctx, "reserve limits", slog.String("scope", sc.name()), slog.Any("error", err))
-		writeError(w, http.StatusServiceUnavailable, ErrOverloaded, "gateway: rate limiter unavailable")
+		writeError(w, http.StatusServiceUnavailable, llm.ErrOverloaded, "gateway: rate limiter unavailable")
 		return
 	}
 
@@ -144,10 +147,10 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 			status = statusClientClosed
 		case errors.As(err, &ge):
 			status = ge.status
-			writeError(w, ge.status, ge.typ, ge.msg)
+			writeError(w, ge.status, ge.typ, ge.Error())
 		default:
 			status = http.StatusBadGateway
-			writeError(w, status, ErrAPI, "gateway: "+err.Error())
+			writeError(w, status, llm.ErrAPI, "gateway: "+err.Error())
 		}
 	case ans.status != 0:
 		status = ans.status
@@ -168,7 +171,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	var u Usage
+	var u llm.Usage
 	estimated := false
 	if answered {
 		u, estimated = m.final(len(raw))
@@ -186,18 +189,18 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	out := newSSEWriter(w)
+	out := sse.NewWriter(w)
 	ev := ans.first
 	stopped := false
 	for {
-		if ev.name == "error" {
-			_, ev.data = streamErrorBody(provider, ev.data)
+		if ev.Name == "error" {
+			_, ev.Data = streamErrorBody(provider, ev.Data)
 		}
 		m.observe(ev)
 		// Nothing follows message_stop or an error event: stop reading, so
 		// that a caller who leaves at once is not recorded as gone.
-		stopped = stopped || ev.name == "message_stop" || ev.name == "error"
-		if err := out.write(ev); err != nil {
+		stopped = stopped || ev.Name == "message_stop" || ev.Name == "error"
+		if err := out.Write(ev); err != nil {
 			return statusClientClosed
 		}
 		if stopped {
@@ -217,7 +220,7 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		out.write(sseEvent{name: "error", data: errorJSON(ErrAPI, "upstream stream broke off: "+err.Error())}) //nolint:errcheck
+		out.Write(sse.Event{Name: "error", Data: errorJSON(llm.ErrAPI, "upstream stream broke off: "+err.Error())}) //nolint:errcheck
 		return http.StatusBadGateway
 	}
 	if m.errType != "" {
@@ -227,7 +230,7 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 }
 
 // finish settles the reservation, counts the call and queues its usage row.
-func (s *Server) finish(ctx context.Context, p Principal, sc *scope, c *call, res *reservation, reqID string, status int, u Usage, estimated bool, took time.Duration) {
+func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call, res *reservation, reqID string, status int, u llm.Usage, estimated bool, took time.Duration) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := s.limiter.settle(sctx, res, u.Total()); err != nil {
@@ -260,4 +263,15 @@ func sessionUUID(s string) string {
 		}
 	}
 	return s
+}
+
+// bearer extracts the token from Authorization: Bearer or x-api-key.
+func bearer(authorization, apiKey string) string {
+	if v, ok := strings.CutPrefix(authorization, "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	if v, ok := strings.CutPrefix(authorization, "bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	return strings.TrimSpace(apiKey)
 }

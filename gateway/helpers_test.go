@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 )
@@ -38,7 +39,7 @@ type env struct {
 	cfg     Config
 	org     string
 	project string
-	client  *Client
+	client  *llm.Client
 }
 
 type envOption func(*envSettings)
@@ -46,10 +47,17 @@ type envOption func(*envSettings)
 type envSettings struct {
 	cfg      func(*Config)
 	provider string // credential provider; "" for none
+	fallback *fakellm.Script
 }
 
 func withConfig(f func(*Config)) envOption { return func(s *envSettings) { s.cfg = f } }
 func withProvider(p string) envOption      { return func(s *envSettings) { s.provider = p } }
+
+// withFallback answers the calls without a provider credential from a
+// second fake playing script, as gateway.fake does.
+func withFallback(script *fakellm.Script) envOption {
+	return func(s *envSettings) { s.fallback = script }
+}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -131,9 +139,22 @@ func newEnv(t testing.TB, script *fakellm.Script, opts ...envOption) *env {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	e.srv, err = New(cfg, e.db, e.rdb, e.reg, log)
+	var gwOpts []Option
+	var fallback *fakellm.Server
+	if set.fallback != nil {
+		fallback = fakellm.New(set.fallback)
+		gwOpts = append(gwOpts, WithFallback(fallback))
+	}
+	e.srv, err = New(cfg, e.db, e.rdb, e.reg, log, gwOpts...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fallback != nil {
+		// New starts nothing: the fallback may listen only now, before Start.
+		if err := fallback.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fallback.Close)
 	}
 	// One fixed clock for the limiter, so no test straddles a minute.
 	frozen := time.Now()
@@ -145,7 +166,7 @@ func newEnv(t testing.TB, script *fakellm.Script, opts ...envOption) *env {
 	hs := httptest.NewServer(e.srv.Handler())
 	t.Cleanup(hs.Close)
 	e.url = hs.URL
-	e.client = NewClient(hs.URL, []byte(cfg.SigningKey), nil)
+	e.client = llm.NewClient(hs.URL, []byte(cfg.SigningKey), nil)
 	return e
 }
 
@@ -158,8 +179,8 @@ func (e *env) putCredential(t testing.TB, project, provider, baseURL string) {
 }
 
 // principal is the planner of a session of the demo project.
-func (e *env) principal() Principal {
-	return Principal{Organization: e.org, Project: e.project, Session: "6f1c2a52-7b1e-4c55-9b8e-2f0d7b1b1a01", ActingFor: "alice"}
+func (e *env) principal() llm.Principal {
+	return llm.Principal{Organization: e.org, Project: e.project, Session: "6f1c2a52-7b1e-4c55-9b8e-2f0d7b1b1a01", ActingFor: "alice"}
 }
 
 func (e *env) token(t testing.TB) string {
@@ -195,9 +216,9 @@ func (e *env) post(t testing.TB, token string, body any) (*http.Response, []byte
 	return resp, out
 }
 
-func hello(stream bool) MessageRequest {
-	return MessageRequest{Model: "claude-test", MaxTokens: 100, Stream: stream,
-		Messages: []Message{{Role: RoleUser, Content: Content{{Type: BlockText, Text: "hello"}}}}}
+func hello(stream bool) llm.MessageRequest {
+	return llm.MessageRequest{Model: "claude-test", MaxTokens: 100, Stream: stream,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: llm.Content{{Type: llm.BlockText, Text: "hello"}}}}}
 }
 
 // usageRows returns the usage rows written once there are want of them:
@@ -273,9 +294,9 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 }
 
 // errorOf decodes an Anthropic error body.
-func errorOf(t testing.TB, body []byte) ErrorDetail {
+func errorOf(t testing.TB, body []byte) llm.ErrorDetail {
 	t.Helper()
-	var eb ErrorBody
+	var eb llm.ErrorBody
 	if err := json.Unmarshal(body, &eb); err != nil || eb.Type != "error" {
 		t.Fatalf("not an Anthropic error: %s", body)
 	}

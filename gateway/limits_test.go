@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -125,7 +126,7 @@ func TestPerMinuteLimits(t *testing.T) {
 				t.Fatalf("status = %d: %s", resp.StatusCode, body)
 			}
 			d := errorOf(t, body)
-			if d.Type != ErrRateLimit {
+			if d.Type != llm.ErrRateLimit {
 				t.Fatalf("type = %s", d.Type)
 			}
 			mustContain(t, d.Message, tt.want, "resets at")

@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 // metrics are the gateway's Prometheus collectors.
@@ -54,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 }
 
 // observe counts one finished call.
-func (m *metrics) observe(org, project, model string, status int, u Usage) {
+func (m *metrics) observe(org, project, model string, status int, u llm.Usage) {
 	model = m.models.label(model, status >= 200 && status <= 299)
 	m.requests.WithLabelValues(org, project, model, fmt.Sprint(status)).Inc()
 	for _, t := range []struct {
@@ -70,7 +73,7 @@ func (m *metrics) observe(org, project, model string, status int, u Usage) {
 // meter reads usage from the Anthropic events of one answer as they pass,
 // without holding them.
 type meter struct {
-	usage      Usage
+	usage      llm.Usage
 	reported   bool // some usage figure came from upstream
 	sawDelta   bool // message_delta's usage seen: output is final
 	outChars   int
@@ -79,56 +82,37 @@ type meter struct {
 	errMessage string
 }
 
-type usageFields struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-}
-
-func (m *meter) apply(u *usageFields) {
-	if u == nil {
-		return
+func (m *meter) apply(u *llm.UsageDelta) {
+	if u.ApplyTo(&m.usage) {
+		m.reported = true
 	}
-	set := func(dst *int64, v *int64) {
-		if v != nil {
-			*dst = *v
-			// Zeros are placeholders (a translated message_start): only a
-			// figure above zero counts as reported.
-			m.reported = m.reported || *v > 0
-		}
-	}
-	set(&m.usage.InputTokens, u.InputTokens)
-	set(&m.usage.OutputTokens, u.OutputTokens) // cumulative in message_delta
-	set(&m.usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
-	set(&m.usage.CacheReadInputTokens, u.CacheReadInputTokens)
 }
 
 type meterEvent struct {
 	Type    string `json:"type"`
 	Message *struct {
-		Usage *usageFields `json:"usage"`
+		Usage *llm.UsageDelta `json:"usage"`
 	} `json:"message"`
-	Usage *usageFields `json:"usage"`
+	Usage *llm.UsageDelta `json:"usage"`
 	Delta *struct {
 		StopReason  string `json:"stop_reason"`
 		Text        string `json:"text"`
 		PartialJSON string `json:"partial_json"`
 		Thinking    string `json:"thinking"`
 	} `json:"delta"`
-	Error *ErrorDetail `json:"error"`
+	Error *llm.ErrorDetail `json:"error"`
 }
 
 // observe reads one event.
-func (m *meter) observe(ev sseEvent) {
-	switch ev.name {
+func (m *meter) observe(ev sse.Event) {
+	switch ev.Name {
 	case "message_start", "message_delta", "content_block_delta", "error":
 	case "":
 	default:
 		return
 	}
 	var e meterEvent
-	if json.Unmarshal(ev.data, &e) != nil {
+	if json.Unmarshal(ev.Data, &e) != nil {
 		return
 	}
 	switch e.Type {
@@ -159,7 +143,7 @@ func (m *meter) observe(ev sseEvent) {
 func (m *meter) observeMessage(body []byte) {
 	var msg struct {
 		StopReason string          `json:"stop_reason"`
-		Usage      *usageFields    `json:"usage"`
+		Usage      *llm.UsageDelta `json:"usage"`
 		Content    json.RawMessage `json:"content"`
 	}
 	if json.Unmarshal(body, &msg) != nil {
@@ -173,7 +157,7 @@ func (m *meter) observeMessage(body []byte) {
 
 // final returns the usage to record, estimating at four characters per
 // token what the upstream did not report.
-func (m *meter) final(inputChars int) (Usage, bool) {
+func (m *meter) final(inputChars int) (llm.Usage, bool) {
 	u := m.usage
 	estimated := false
 	if !m.reported {

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 )
@@ -44,7 +46,7 @@ answers:
 			if err != nil {
 				t.Fatalf("call %d: %v", i, err)
 			}
-			if i == 1 && (msg.StopReason != StopToolUse || msg.Usage.OutputTokens != 22 || msg.Usage.InputTokens != 202) {
+			if i == 1 && (msg.StopReason != llm.StopToolUse || msg.Usage.OutputTokens != 22 || msg.Usage.InputTokens != 202) {
 				t.Fatalf("assembled message = %+v", msg)
 			}
 			continue
@@ -169,18 +171,18 @@ func testCounter(t testing.TB, reg *prometheus.Registry, name string) float64 {
 
 func TestMeterReadsCumulativeOutput(t *testing.T) {
 	t.Parallel()
-	events := []sseEvent{
-		{"message_start", []byte(`{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1,"cache_read_input_tokens":4}}}`)},
-		{"content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`)},
-		{"message_delta", []byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}`)},
-		{"message_delta", []byte(`{"type":"message_delta","delta":{},"usage":{"output_tokens":9}}`)},
+	events := []sse.Event{
+		{Name: "message_start", Data: []byte(`{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1,"cache_read_input_tokens":4}}}`)},
+		{Name: "content_block_delta", Data: []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`)},
+		{Name: "message_delta", Data: []byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}`)},
+		{Name: "message_delta", Data: []byte(`{"type":"message_delta","delta":{},"usage":{"output_tokens":9}}`)},
 	}
 	var m meter
 	for _, ev := range events {
 		m.observe(ev)
 	}
 	u, est := m.final(100)
-	if est || u != (Usage{InputTokens: 10, OutputTokens: 9, CacheReadInputTokens: 4}) || m.stopReason != StopEndTurn {
+	if est || u != (llm.Usage{InputTokens: 10, OutputTokens: 9, CacheReadInputTokens: 4}) || m.stopReason != llm.StopEndTurn {
 		t.Fatalf("usage = %+v, estimated %v", u, est)
 	}
 }

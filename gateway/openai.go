@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 // openaiProvider serves the Messages API from an OpenAI Chat Completions
@@ -62,7 +65,7 @@ type oaRequest struct {
 func strptr(s string) *string { return &s }
 
 // toOpenAI translates a Messages API request into a Chat Completions one.
-func toOpenAI(r *MessageRequest) (*oaRequest, error) {
+func toOpenAI(r *llm.MessageRequest) (*oaRequest, error) {
 	out := &oaRequest{Model: r.Model, MaxTokens: r.MaxTokens, Stop: r.StopSequences,
 		Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream}
 	if r.Stream {
@@ -78,18 +81,18 @@ func toOpenAI(r *MessageRequest) (*oaRequest, error) {
 	}
 	for i, m := range r.Messages {
 		switch m.Role {
-		case RoleUser:
+		case llm.RoleUser:
 			// Tool results first: they must follow the assistant's tool calls.
 			var text strings.Builder
 			for _, b := range m.Content {
 				switch b.Type {
-				case BlockToolResult:
+				case llm.BlockToolResult:
 					content := b.Content.Text()
 					if b.IsError {
 						content = "Error: " + content
 					}
 					out.Messages = append(out.Messages, oaMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: strptr(content)})
-				case BlockText:
+				case llm.BlockText:
 					if text.Len() > 0 {
 						text.WriteString("\n\n")
 					}
@@ -101,14 +104,14 @@ func toOpenAI(r *MessageRequest) (*oaRequest, error) {
 			if text.Len() > 0 {
 				out.Messages = append(out.Messages, oaMessage{Role: "user", Content: strptr(text.String())})
 			}
-		case RoleAssistant:
+		case llm.RoleAssistant:
 			msg := oaMessage{Role: "assistant"}
 			text := m.Content.Text()
 			if text != "" {
 				msg.Content = strptr(text)
 			}
 			for _, b := range m.Content {
-				if b.Type != BlockToolUse {
+				if b.Type != llm.BlockToolUse {
 					continue
 				}
 				var tc oaToolCall
@@ -150,16 +153,18 @@ func toOpenAI(r *MessageRequest) (*oaRequest, error) {
 }
 
 func (openaiProvider) prepare(c *call) error {
-	var r MessageRequest
+	var r llm.MessageRequest
 	if err := json.Unmarshal(c.raw, &r); err != nil {
-		return &gatewayError{http.StatusBadRequest, ErrInvalidRequest, "body: " + err.Error()}
+		return &gatewayError{http.StatusBadRequest, llm.ErrInvalidRequest, fmt.Errorf("body: %w", err)}
 	}
 	or, err := toOpenAI(&r)
 	if err != nil {
-		return &gatewayError{http.StatusBadRequest, ErrInvalidRequest, err.Error()}
+		return &gatewayError{http.StatusBadRequest, llm.ErrInvalidRequest, err}
 	}
-	c.openaiReq, err = json.Marshal(or)
-	return err
+	if c.openaiReq, err = json.Marshal(or); err != nil {
+		return fmt.Errorf("openai: encode request: %w", err)
+	}
+	return nil
 }
 
 func (openaiProvider) request(ctx context.Context, c *call) (*http.Request, error) {
@@ -181,13 +186,13 @@ func (openaiProvider) request(ctx context.Context, c *call) (*http.Request, erro
 func stopReason(finish string) string {
 	switch finish {
 	case "length":
-		return StopMaxTokens
+		return llm.StopMaxTokens
 	case "tool_calls", "function_call":
-		return StopToolUse
+		return llm.StopToolUse
 	case "content_filter":
-		return StopRefusal
+		return llm.StopRefusal
 	}
-	return StopEndTurn
+	return llm.StopEndTurn
 }
 
 type oaUsage struct {
@@ -198,8 +203,8 @@ type oaUsage struct {
 	} `json:"prompt_tokens_details"`
 }
 
-func (u *oaUsage) anthropic() Usage {
-	out := Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+func (u *oaUsage) anthropic() llm.Usage {
+	out := llm.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 	if u.PromptTokensDetails != nil {
 		out.CacheReadInputTokens = u.PromptTokensDetails.CachedTokens
 		out.InputTokens -= out.CacheReadInputTokens
@@ -224,19 +229,19 @@ func (openaiProvider) message(c *call, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: no choices", errMalformed)
 	}
 	ch := r.Choices[0]
-	msg := MessageResponse{ID: r.ID, Type: "message", Role: RoleAssistant, Model: r.Model, Content: Content{},
+	msg := llm.MessageResponse{ID: r.ID, Type: "message", Role: llm.RoleAssistant, Model: r.Model, Content: llm.Content{},
 		StopReason: stopReason(ch.FinishReason)}
 	if msg.Model == "" {
 		msg.Model = c.model
 	}
 	if ch.Message.Content != nil && *ch.Message.Content != "" {
-		msg.Content = append(msg.Content, ContentBlock{Type: BlockText, Text: *ch.Message.Content})
+		msg.Content = append(msg.Content, llm.ContentBlock{Type: llm.BlockText, Text: *ch.Message.Content})
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		msg.Content = append(msg.Content, ContentBlock{Type: BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: toolInput(tc.Function.Arguments)})
+		msg.Content = append(msg.Content, llm.ContentBlock{Type: llm.BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: llm.ToolInput(tc.Function.Arguments)})
 	}
 	if len(ch.Message.ToolCalls) > 0 {
-		msg.StopReason = StopToolUse
+		msg.StopReason = llm.StopToolUse
 	}
 	out, err := json.Marshal(msg)
 	if err != nil {
@@ -254,18 +259,6 @@ func (openaiProvider) message(c *call, body []byte) ([]byte, error) {
 	return json.Marshal(msg)
 }
 
-// toolInput keeps valid JSON arguments and wraps anything else.
-func toolInput(args string) json.RawMessage {
-	if args == "" {
-		return json.RawMessage(`{}`)
-	}
-	if json.Valid([]byte(args)) {
-		return json.RawMessage(args)
-	}
-	b, _ := json.Marshal(map[string]string{"_raw_arguments": args})
-	return b
-}
-
 func (openaiProvider) events(c *call, body io.ReadCloser) eventSource {
-	return &openaiEvents{r: newSSEReader(body), body: body, model: c.model, blockIndex: -1, toolBlocks: map[int]int{}}
+	return &openaiEvents{r: sse.NewReader(body), body: body, model: c.model, blockIndex: -1, toolBlocks: map[int]int{}}
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 // openaiEvents translates a Chat Completions stream into Anthropic events
@@ -13,11 +16,11 @@ import (
 // of text and per tool call, and message_delta (stop reason, usage from the
 // include_usage chunk) and message_stop at [DONE].
 type openaiEvents struct {
-	r     *sseReader
+	r     *sse.Reader
 	body  io.ReadCloser
 	model string
 
-	queue      []sseEvent
+	queue      []sse.Event
 	started    bool
 	done       bool
 	blockIndex int // the open block, -1 for none
@@ -51,12 +54,12 @@ func (o *openaiEvents) emit(name string, v any) {
 	if err != nil {
 		panic(err) // only maps and plain structs are emitted
 	}
-	o.queue = append(o.queue, sseEvent{name: name, data: b})
+	o.queue = append(o.queue, sse.Event{Name: name, Data: b})
 }
 
 func (o *openaiEvents) close() { o.body.Close() }
 
-func (o *openaiEvents) next() (sseEvent, error) {
+func (o *openaiEvents) next() (sse.Event, error) {
 	for {
 		if len(o.queue) > 0 {
 			ev := o.queue[0]
@@ -64,29 +67,29 @@ func (o *openaiEvents) next() (sseEvent, error) {
 			return ev, nil
 		}
 		if o.done {
-			return sseEvent{}, io.EOF
+			return sse.Event{}, io.EOF
 		}
-		ev, err := o.r.next()
+		ev, err := o.r.Next()
 		if errors.Is(err, io.EOF) {
 			if o.finish == "" {
-				return sseEvent{}, io.ErrUnexpectedEOF
+				return sse.Event{}, io.ErrUnexpectedEOF
 			}
 			o.finalize()
 			continue
 		}
 		if err != nil {
-			return sseEvent{}, err
+			return sse.Event{}, err
 		}
-		if bytes.Equal(bytes.TrimSpace(ev.data), []byte("[DONE]")) {
+		if bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]")) {
 			if !o.started {
-				return sseEvent{}, fmt.Errorf("%w: [DONE] before any chunk", errMalformed)
+				return sse.Event{}, fmt.Errorf("%w: [DONE] before any chunk", errMalformed)
 			}
 			o.finalize()
 			continue
 		}
 		var ch oaChunk
-		if err := json.Unmarshal(ev.data, &ch); err != nil {
-			return sseEvent{}, fmt.Errorf("%w: chunk is not JSON: %w", errMalformed, err)
+		if err := json.Unmarshal(ev.Data, &ch); err != nil {
+			return sse.Event{}, fmt.Errorf("%w: chunk is not JSON: %w", errMalformed, err)
 		}
 		o.translate(&ch)
 	}
@@ -94,7 +97,7 @@ func (o *openaiEvents) next() (sseEvent, error) {
 
 func (o *openaiEvents) translate(ch *oaChunk) {
 	if ch.Error != nil {
-		o.emit("error", ErrorBody{Type: "error", Error: ErrorDetail{Type: ErrAPI, Message: cleanMessage(ch.Error.Message)}})
+		o.emit("error", llm.ErrorBody{Type: "error", Error: llm.ErrorDetail{Type: llm.ErrAPI, Message: cleanMessage(ch.Error.Message)}})
 		o.done = true
 		return
 	}
@@ -105,7 +108,7 @@ func (o *openaiEvents) translate(ch *oaChunk) {
 			model = o.model
 		}
 		o.emit("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-			"id": ch.ID, "type": "message", "role": RoleAssistant, "model": model, "content": []any{},
+			"id": ch.ID, "type": "message", "role": llm.RoleAssistant, "model": model, "content": []any{},
 			"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 0, "output_tokens": 0},
 		}})
 	}
@@ -119,7 +122,7 @@ func (o *openaiEvents) translate(ch *oaChunk) {
 	if t := c.Delta.Content; t != nil && *t != "" {
 		if o.blockIndex < 0 || !o.blockText {
 			o.closeBlock()
-			o.openBlock(true, map[string]any{"type": BlockText, "text": ""})
+			o.openBlock(true, map[string]any{"type": llm.BlockText, "text": ""})
 		}
 		o.emit("content_block_delta", map[string]any{"type": "content_block_delta", "index": o.blockIndex,
 			"delta": map[string]any{"type": "text_delta", "text": *t}})
@@ -133,7 +136,7 @@ func (o *openaiEvents) translate(ch *oaChunk) {
 		if !seen {
 			o.closeBlock()
 			o.sawTool = true
-			o.openBlock(false, map[string]any{"type": BlockToolUse, "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}})
+			o.openBlock(false, map[string]any{"type": llm.BlockToolUse, "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}})
 			block = o.blockIndex
 			o.toolBlocks[idx] = block
 		}
@@ -164,8 +167,8 @@ func (o *openaiEvents) closeBlock() {
 func (o *openaiEvents) finalize() {
 	o.closeBlock()
 	stop := stopReason(o.finish)
-	if o.sawTool && stop == StopEndTurn {
-		stop = StopToolUse // some servers finish tool calls with "stop"
+	if o.sawTool && stop == llm.StopEndTurn {
+		stop = llm.StopToolUse // some servers finish tool calls with "stop"
 	}
 	delta := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}}
 	if o.usage != nil {

@@ -8,25 +8,26 @@ import (
 	"testing"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
-func toolRequest(stream bool) MessageRequest {
-	return MessageRequest{
+func toolRequest(stream bool) llm.MessageRequest {
+	return llm.MessageRequest{
 		Model: "gpt-test", MaxTokens: 256, Stream: stream,
-		System: Content{{Type: BlockText, Text: "You are the planner."}},
-		Tools: []Tool{{Name: "search_project", Description: "Search the project.",
+		System: llm.Content{{Type: llm.BlockText, Text: "You are the planner."}},
+		Tools: []llm.Tool{{Name: "search_project", Description: "Search the project.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}},
-		ToolChoice: &ToolChoice{Type: "auto"},
-		Messages: []Message{
-			{Role: RoleUser, Content: Content{{Type: BlockText, Text: "Plan password reset."}}},
-			{Role: RoleAssistant, Content: Content{
-				{Type: BlockText, Text: "Looking."},
-				{Type: BlockToolUse, ID: "call_1", Name: "list_runnable", Input: json.RawMessage(`{}`)},
+		ToolChoice: &llm.ToolChoice{Type: "auto"},
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: llm.Content{{Type: llm.BlockText, Text: "Plan password reset."}}},
+			{Role: llm.RoleAssistant, Content: llm.Content{
+				{Type: llm.BlockText, Text: "Looking."},
+				{Type: llm.BlockToolUse, ID: "call_1", Name: "list_runnable", Input: json.RawMessage(`{}`)},
 			}},
-			{Role: RoleUser, Content: Content{
-				{Type: BlockToolResult, ToolUseID: "call_1", Content: Content{{Type: BlockText, Text: `{"items":[]}`}}},
-				{Type: BlockText, Text: "Go on."},
+			{Role: llm.RoleUser, Content: llm.Content{
+				{Type: llm.BlockToolResult, ToolUseID: "call_1", Content: llm.Content{{Type: llm.BlockText, Text: `{"items":[]}`}}},
+				{Type: llm.BlockText, Text: "Go on."},
 			}},
 		},
 	}
@@ -47,19 +48,19 @@ func TestOpenAITranslationRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakellm.MustParse(openaiScript), withProvider(store.ProviderOpenAI))
 	ctx := context.Background()
-	want := MessageResponse{
-		Type: "message", Role: RoleAssistant, Model: "gpt-test", StopReason: StopToolUse,
-		Content: Content{
-			{Type: BlockText, Text: "Nothing runnable; searching."},
-			{Type: BlockToolUse, ID: "call_2", Name: "search_project", Input: json.RawMessage(`{"query":"password reset"}`)},
+	want := llm.MessageResponse{
+		Type: "message", Role: llm.RoleAssistant, Model: "gpt-test", StopReason: llm.StopToolUse,
+		Content: llm.Content{
+			{Type: llm.BlockText, Text: "Nothing runnable; searching."},
+			{Type: llm.BlockToolUse, ID: "call_2", Name: "search_project", Input: json.RawMessage(`{"query":"password reset"}`)},
 		},
-		Usage: Usage{InputTokens: 120, OutputTokens: 30, CacheReadInputTokens: 64},
+		Usage: llm.Usage{InputTokens: 120, OutputTokens: 30, CacheReadInputTokens: 64},
 	}
 	for _, stream := range []bool{false, true} {
-		var got *MessageResponse
+		var got *llm.MessageResponse
 		var err error
 		if stream {
-			var s *Stream
+			var s *llm.Stream
 			if s, err = e.client.Stream(ctx, e.principal(), toolRequest(true)); err == nil {
 				got, err = s.Collect(nil)
 			}
@@ -150,11 +151,11 @@ func TestOpenAIStopReasonsAndErrors(t *testing.T) {
 		stop   string
 		err    string
 	}{
-		{"end turn", `content: [{text: "done"}]`, StopEndTurn, ""},
-		{"max tokens", "content: [{text: cut}]\n    stop_reason: max_tokens", StopMaxTokens, ""},
-		{"tool use", `content: [{tool_use: {name: list_runnable}}]`, StopToolUse, ""},
-		{"error chunk", "content: [{text: partial answer}]\n    fault: {kind: error_event, status: 500, after: 2}", "", ErrAPI},
-		{"upstream 400", "content: [{text: x}]\n    fault: {kind: status, status: 400, message: bad model}", "", ErrInvalidRequest},
+		{"end turn", `content: [{text: "done"}]`, llm.StopEndTurn, ""},
+		{"max tokens", "content: [{text: cut}]\n    stop_reason: max_tokens", llm.StopMaxTokens, ""},
+		{"tool use", `content: [{tool_use: {name: list_runnable}}]`, llm.StopToolUse, ""},
+		{"error chunk", "content: [{text: partial answer}]\n    fault: {kind: error_event, status: 500, after: 2}", "", llm.ErrAPI},
+		{"upstream 400", "content: [{text: x}]\n    fault: {kind: status, status: 400, message: bad model}", "", llm.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,12 +163,12 @@ func TestOpenAIStopReasonsAndErrors(t *testing.T) {
 			e := newEnv(t, fakellm.MustParse("loop: true\nanswers:\n  - "+tt.answer+"\n    usage: {input_tokens: 3, output_tokens: 2}\n"),
 				withProvider(store.ProviderOpenAI))
 			s, err := e.client.Stream(context.Background(), e.principal(), hello(true))
-			var msg *MessageResponse
+			var msg *llm.MessageResponse
 			if err == nil {
 				msg, err = s.Collect(nil)
 			}
 			if tt.err != "" {
-				ae, ok := err.(*APIError)
+				ae, ok := err.(*llm.APIError)
 				if !ok || ae.Type != tt.err {
 					t.Fatalf("err = %v, want %s", err, tt.err)
 				}
@@ -183,13 +184,13 @@ func TestOpenAIStopReasonsAndErrors(t *testing.T) {
 func TestToOpenAIToolChoice(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		choice ToolChoice
+		choice llm.ToolChoice
 		want   string
 	}{
-		{ToolChoice{Type: "auto"}, `"auto"`},
-		{ToolChoice{Type: "any"}, `"required"`},
-		{ToolChoice{Type: "none"}, `"none"`},
-		{ToolChoice{Type: "tool", Name: "read_skill", DisableParallelToolUse: true}, `{"function":{"name":"read_skill"},"type":"function"}`},
+		{llm.ToolChoice{Type: "auto"}, `"auto"`},
+		{llm.ToolChoice{Type: "any"}, `"required"`},
+		{llm.ToolChoice{Type: "none"}, `"none"`},
+		{llm.ToolChoice{Type: "tool", Name: "read_skill", DisableParallelToolUse: true}, `{"function":{"name":"read_skill"},"type":"function"}`},
 	}
 	for _, tt := range tests {
 		r := toolRequest(false)
@@ -207,7 +208,7 @@ func TestToOpenAIToolChoice(t *testing.T) {
 		}
 	}
 	r := toolRequest(false)
-	r.Messages[0].Content = Content{{Type: "image"}}
+	r.Messages[0].Content = llm.Content{{Type: "image"}}
 	if _, err := toOpenAI(&r); err == nil || !strings.Contains(err.Error(), "messages.0") {
 		t.Fatalf("image block: %v", err)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -100,7 +101,7 @@ func (c *scopeCache) get(ctx context.Context, organizationID, projectID string) 
 	}
 	ls, err := c.src.ResolveLLMScope(ctx, organizationID, projectID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gateway: resolve scope: %w", err)
 	}
 	s := &scope{LLMScope: ls}
 	for _, cr := range ls.Credentials {

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -81,8 +82,8 @@ func TestCredentialBaseURLOutsideAllowListIsRefusedAtUse(t *testing.T) {
 				t.Fatalf("status = %d, want 403: %s", resp.StatusCode, body)
 			}
 			d := errorOf(t, body)
-			if d.Type != ErrPermission {
-				t.Fatalf("type = %s, want %s", d.Type, ErrPermission)
+			if d.Type != llm.ErrPermission {
+				t.Fatalf("type = %s, want %s", d.Type, llm.ErrPermission)
 			}
 			mustContain(t, d.Message, "base_url", "gateway.allowed_upstreams")
 			if strings.Contains(string(body), "secret") {
@@ -125,26 +126,26 @@ func TestUpstreamErrorBodiesAreNeverRelayedRaw(t *testing.T) {
 	}{
 		{"anthropic error kept short", store.ProviderAnthropic, 400, "application/json",
 			`{"type":"error","error":{"type":"invalid_request_error","message":"bad model"},"leak":"secret"}`,
-			ErrInvalidRequest, "bad model", false},
+			llm.ErrInvalidRequest, "bad model", false},
 		{"anthropic long message truncated", store.ProviderAnthropic, 404, "application/json",
 			`{"type":"error","error":{"type":"not_found_error","message":"` + long + `"}}`,
-			ErrNotFound, strings.Repeat("é", 100), true},
+			llm.ErrNotFound, strings.Repeat("é", 100), true},
 		{"anthropic unknown error type", store.ProviderAnthropic, 400, "application/json",
 			`{"type":"error","error":{"type":"<script>secret","message":"no"}}`,
-			ErrInvalidRequest, "no", false},
+			llm.ErrInvalidRequest, "no", false},
 		{"openai shape from anthropic host", store.ProviderAnthropic, 401, "application/json",
-			`{"error":{"message":"bad key","secret":"x"}}`, ErrAuthentication, "bad key", false},
+			`{"error":{"message":"bad key","secret":"x"}}`, llm.ErrAuthentication, "bad key", false},
 		{"html page", store.ProviderAnthropic, 404, "text/html",
-			`<html><body>admin console secret</body></html>`, ErrNotFound, "upstream anthropic answered 404 Not Found", false},
+			`<html><body>admin console secret</body></html>`, llm.ErrNotFound, "upstream anthropic answered 404 Not Found", false},
 		{"json not provider shaped", store.ProviderAnthropic, 403, "application/json",
-			`{"internal":"admin console secret"}`, ErrPermission, "upstream anthropic answered 403 Forbidden", false},
+			`{"internal":"admin console secret"}`, llm.ErrPermission, "upstream anthropic answered 403 Forbidden", false},
 		{"openai error", store.ProviderOpenAI, 400, "application/json",
 			`{"error":{"message":"model not found","type":"invalid_request_error","param":"secret"}}`,
-			ErrInvalidRequest, "model not found", false},
+			llm.ErrInvalidRequest, "model not found", false},
 		{"openai long message", store.ProviderOpenAI, 422, "application/json",
-			`{"error":{"message":"` + long + `"}}`, ErrInvalidRequest, strings.Repeat("é", 100), true},
+			`{"error":{"message":"` + long + `"}}`, llm.ErrInvalidRequest, strings.Repeat("é", 100), true},
 		{"openai plain text", store.ProviderOpenAI, 404, "text/plain",
-			"404 page not found: secret", ErrNotFound, "upstream openai answered 404 Not Found", false},
+			"404 page not found: secret", llm.ErrNotFound, "upstream openai answered 404 Not Found", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,7 +200,7 @@ func TestStreamedUpstreamErrorIsSanitized(t *testing.T) {
 	if resp.StatusCode != 400 || strings.Contains(string(body), "secret") {
 		t.Fatalf("status = %d: %s", resp.StatusCode, body)
 	}
-	if d := errorOf(t, body); d.Type != ErrInvalidRequest || d.Message != "bad" {
+	if d := errorOf(t, body); d.Type != llm.ErrInvalidRequest || d.Message != "bad" {
 		t.Fatalf("error = %+v", d)
 	}
 }
@@ -235,7 +236,7 @@ func TestTokenClaimsThatAreNotUUIDsAreUnauthenticated(t *testing.T) {
 				t.Fatalf("status = %d, want 401: %s", resp.StatusCode, body)
 			}
 			d := errorOf(t, body)
-			if d.Type != ErrAuthentication {
+			if d.Type != llm.ErrAuthentication {
 				t.Fatalf("type = %s", d.Type)
 			}
 			mustContain(t, d.Message, tt.want, "UUID")
@@ -276,7 +277,7 @@ func TestModelNamesAreBounded(t *testing.T) {
 				return
 			}
 			d := errorOf(t, body)
-			if d.Type != ErrInvalidRequest || !strings.HasPrefix(d.Message, "model: ") {
+			if d.Type != llm.ErrInvalidRequest || !strings.HasPrefix(d.Message, "model: ") {
 				t.Fatalf("error = %+v", d)
 			}
 			if n := e.counter(t, "ballet_llm_requests_total", map[string]string{"model": tt.model}); n != 0 {

@@ -4,7 +4,8 @@
 // project's provider (Anthropic as is, OpenAI-compatible servers through a
 // translation) with the project's credential, meters every call into
 // Prometheus and Postgres, and enforces budgets and rate limits through
-// Redis. It also holds the client workers use.
+// Redis. Its wire types, tokens and client are in package llm, so that a
+// caller links no server code.
 //
 // The gateway is plain net/http rather than Fiber: it needs a true flush
 // per server-sent event and a request context that ends when the caller
@@ -26,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -41,14 +42,31 @@ type Server struct {
 	usage      *usageWriter
 	limiter    *limiter
 	scopes     *scopeCache
-	fake       *fakellm.Server
-	upstreams  *Upstreams
-	stopOnce   sync.Once
+	fallback   Fallback
+	// fallbackURL is the fallback's URL once started; "" for none.
+	fallbackURL string
+	upstreams   *Upstreams
+	stopOnce    sync.Once
 }
 
-// New builds the gateway. rdb may be nil when no limits are ever set; reg
-// receives the gateway's metrics (pass a fresh registry in tests).
-func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
+// Fallback is the upstream that answers, in the Anthropic form, the calls
+// for which no provider credential is stored: the scripted fake model of a
+// demo (gateway.fake). Its URL is read by Start, so it listens by then.
+type Fallback interface {
+	URL() string
+}
+
+// Option configures a Server built by New.
+type Option func(*Server)
+
+// WithFallback sends the calls for which no provider credential is stored
+// to f instead of refusing them.
+func WithFallback(f Fallback) Option { return func(s *Server) { s.fallback = f } }
+
+// New builds the gateway; it starts nothing (see Start). rdb may be nil when
+// no limits are ever set; reg receives the gateway's metrics (pass a fresh
+// registry in tests).
+func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -69,6 +87,9 @@ func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Reg
 		http:      newHTTPClient(cfg),
 		providers: map[string]provider{store.ProviderAnthropic: anthropicProvider{}, store.ProviderOpenAI: openaiProvider{}},
 		limiter:   &limiter{rdb: rdb, prefix: cfg.RedisPrefix, now: time.Now},
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	var err error
 	if s.upstreams, err = cfg.Upstreams(); err != nil {
@@ -91,19 +112,6 @@ func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Reg
 	}
 	s.metrics.models = newModelLabels(cfg.MaxModelLabels)
 	s.usage.m = s.metrics
-	if cfg.Fake != "" {
-		script, err := fakellm.Resolve(cfg.Fake)
-		if err != nil {
-			return nil, fmt.Errorf("gateway.fake: %w", err)
-		}
-		s.fake = fakellm.New(script)
-		if err := s.fake.Start(); err != nil {
-			return nil, fmt.Errorf("gateway.fake: %w", err)
-		}
-		if err := s.upstreams.allow(s.fake.URL()); err != nil {
-			return nil, fmt.Errorf("gateway.fake: %w", err)
-		}
-	}
 	return s, nil
 }
 
@@ -112,27 +120,32 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", s.serveMessages)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, ErrNotFound, "no route "+r.Method+" "+r.URL.Path+"; the gateway serves POST /v1/messages")
+		writeError(w, http.StatusNotFound, llm.ErrNotFound, "no route "+r.Method+" "+r.URL.Path+"; the gateway serves POST /v1/messages")
 	})
 	return mux
 }
 
-// Start runs the usage writer until Stop.
+// Start allows the fallback upstream, when there is one, and runs the usage
+// writer until Stop. Serve the Handler only after Start.
 func (s *Server) Start(ctx context.Context) error {
+	if s.fallback != nil {
+		u := s.fallback.URL()
+		if err := s.upstreams.allow(u); err != nil {
+			return fmt.Errorf("gateway: start: fallback upstream %q: %w", u, err)
+		}
+		s.fallbackURL = u
+	}
 	s.usage.start(ctx)
 	return nil
 }
 
-// Stop writes the buffered usage (for up to 10 s) and stops the fake upstream.
+// Stop writes the buffered usage (for up to 10 s).
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.usage.close(ctx); err != nil {
 			s.log.Error("usage rows lost at stop", slog.Int("pending", s.usage.pending()), slog.Any("error", err))
-		}
-		if s.fake != nil {
-			s.fake.Close()
 		}
 	})
 }
@@ -147,14 +160,6 @@ func (s *Server) Flush(ctx context.Context) error {
 
 // SigningKey is the key gateway tokens are signed with, for in-process minting.
 func (s *Server) SigningKey() []byte { return s.signingKey }
-
-// FakeURL is the base URL of the in-process fake upstream, or "".
-func (s *Server) FakeURL() string {
-	if s.fake == nil {
-		return ""
-	}
-	return s.fake.URL()
-}
 
 func newRequestID() string {
 	b := make([]byte, 12)
@@ -173,7 +178,7 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 func writeUnavailable(w http.ResponseWriter) {
 	secs := int(store.UnavailableRetryAfter.Seconds())
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	writeError(w, http.StatusServiceUnavailable, ErrOverloaded,
+	writeError(w, http.StatusServiceUnavailable, llm.ErrOverloaded,
 		"gateway: the database is unavailable; retry in "+strconv.Itoa(secs)+" seconds")
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
@@ -30,8 +32,13 @@ func TestUnavailableWhilePostgresIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.SigningKey, cfg.Fake, cfg.CacheTTL = randomHex(32), "demo", 0
-	srv, err := New(cfg, db, testRedis(t), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg.SigningKey, cfg.CacheTTL = randomHex(32), 0
+	fake := fakellm.New(fakellm.Demo())
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	srv, err := New(cfg, db, testRedis(t), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), WithFallback(fake))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +48,7 @@ func TestUnavailableWhilePostgresIsDown(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	e.url, e.client = hs.URL, NewClient(hs.URL, []byte(cfg.SigningKey), nil)
+	e.url, e.client = hs.URL, llm.NewClient(hs.URL, []byte(cfg.SigningKey), nil)
 	tok := e.token(t)
 
 	if res, body := e.post(t, tok, hello(false)); res.StatusCode != http.StatusOK {
@@ -54,7 +61,7 @@ func TestUnavailableWhilePostgresIsDown(t *testing.T) {
 			t.Errorf("stream=%v while Postgres is down: %d Retry-After %q %s; want 503, Retry-After 5",
 				stream, res.StatusCode, res.Header.Get("Retry-After"), body)
 		}
-		if d := errorOf(t, body); d.Type != ErrOverloaded || d.Message != "gateway: the database is unavailable; retry in 5 seconds" {
+		if d := errorOf(t, body); d.Type != llm.ErrOverloaded || d.Message != "gateway: the database is unavailable; retry in 5 seconds" {
 			t.Errorf("stream=%v: error %+v", stream, d)
 		}
 	}

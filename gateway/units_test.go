@@ -3,12 +3,13 @@ package gateway
 import (
 	"bytes"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -26,6 +27,9 @@ func TestConfigValidate(t *testing.T) {
 		{"bad url", func(c *Config) { c.URL = "localhost:8082" }, "gateway.url: "},
 		{"no addr", func(c *Config) { c.Addr = "" }, "gateway.addr: "},
 		{"missing fake script", func(c *Config) { c.Fake = "/nope.yaml" }, "gateway.fake: "},
+		{"fake on a fixed port", func(c *Config) { c.Fake, c.FakeAddr = "demo", "127.0.0.1:8090" }, ""},
+		{"fake addr without port", func(c *Config) { c.Fake, c.FakeAddr = "demo", "localhost" }, "gateway.fake_addr: must be host:port"},
+		{"fake addr unused without fake", func(c *Config) { c.FakeAddr = "" }, ""},
 		{"ttl", func(c *Config) { c.TokenTTL = 0 }, "gateway.token_ttl: must be positive"},
 		{"short key", func(c *Config) { c.CredentialsKey = "c2hvcnQ=" }, "gateway.credentials_key: must be a 32-byte"},
 		{"not base64", func(c *Config) { c.CredentialsKey = "!!" }, "gateway.credentials_key: must be base64"},
@@ -99,62 +103,32 @@ func TestMintAndVerify(t *testing.T) {
 	t.Parallel()
 	key := []byte("signing-key")
 	const org, project = "0b7d5d3e-8d1c-4a57-9a51-6f2f4c1b2a10", "5c0a9e27-41a4-4a8e-b0f3-2d7c9e1f3b20"
-	p := Principal{Organization: org, Project: project, Session: "sess-1", ActingFor: "alice"}
-	tok, err := Mint(key, p, time.Minute)
+	p := llm.Principal{Organization: org, Project: project, Session: "sess-1", ActingFor: "alice"}
+	tok, err := llm.Mint(key, p, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := VerifyToken(key, tok)
+	got, err := llm.VerifyToken(key, tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Subject != "planner:sess-1" || got.Organization != org || got.Project != project ||
-		got.ActingFor != "alice" || !got.Can(CapabilityInvoke) {
+		got.ActingFor != "alice" || !got.Can(llm.CapabilityInvoke) {
 		t.Fatalf("principal = %+v", got)
 	}
-	if _, err := VerifyToken([]byte("other"), tok); !errors.Is(err, ErrInvalidToken) {
+	if _, err := llm.VerifyToken([]byte("other"), tok); !errors.Is(err, llm.ErrInvalidToken) {
 		t.Fatalf("wrong key: %v", err)
 	}
-	for _, bad := range []Principal{{}, {Organization: "o"}} {
-		if _, err := Mint(key, bad, time.Minute); err == nil {
+	for _, bad := range []llm.Principal{{}, {Organization: "o"}} {
+		if _, err := llm.Mint(key, bad, time.Minute); err == nil {
 			t.Fatalf("minted for %+v", bad)
 		}
 	}
-	if _, err := Mint(key, p, 0); err == nil {
+	if _, err := llm.Mint(key, p, 0); err == nil {
 		t.Fatal("minted with ttl 0")
 	}
 	if bearer("Bearer abc", "") != "abc" || bearer("", "xyz") != "xyz" {
 		t.Fatal("bearer extraction")
-	}
-}
-
-func TestSSEReader(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name  string
-		in    string
-		want  []sseEvent
-		final error
-	}{
-		{"events", "event: a\ndata: {\"x\":1}\n\n: comment\n\nevent: b\ndata: 1\ndata: 2\n\n", []sseEvent{{"a", []byte(`{"x":1}`)}, {"b", []byte("1\n2")}}, io.EOF},
-		{"crlf", "event: a\r\ndata: x\r\n\r\n", []sseEvent{{"a", []byte("x")}}, io.EOF},
-		{"cut inside an event", "event: a\ndata: x\n\nevent: b\ndata: y", []sseEvent{{"a", []byte("x")}}, io.ErrUnexpectedEOF},
-		{"long line", "data: " + strings.Repeat("z", 40000) + "\n\n", []sseEvent{{"", []byte(strings.Repeat("z", 40000))}}, io.EOF},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			r := newSSEReader(strings.NewReader(tt.in))
-			for i, w := range tt.want {
-				ev, err := r.next()
-				if err != nil || ev.name != w.name || !bytes.Equal(ev.data, w.data) {
-					t.Fatalf("event %d = %q %q, %v", i, ev.name, ev.data, err)
-				}
-			}
-			if _, err := r.next(); !errors.Is(err, tt.final) {
-				t.Fatalf("end = %v, want %v", err, tt.final)
-			}
-		})
 	}
 }
 

@@ -3,12 +3,16 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 // call is one model call on its way upstream.
@@ -25,7 +29,7 @@ type call struct {
 
 // eventSource yields the Anthropic events of a streamed answer.
 type eventSource interface {
-	next() (sseEvent, error) // io.EOF at the clean end
+	next() (sse.Event, error) // io.EOF at the clean end
 	close()
 }
 
@@ -46,7 +50,7 @@ type provider interface {
 // event read, a JSON message, or an error answer to pass to the caller.
 type answer struct {
 	src   eventSource
-	first sseEvent
+	first sse.Event
 
 	body []byte
 
@@ -55,14 +59,16 @@ type answer struct {
 	retryAfter string
 }
 
-// gatewayError is an error the gateway answers itself.
+// gatewayError is an error the gateway answers itself: with status, type
+// and err's text as the message, err's chain kept.
 type gatewayError struct {
 	status int
 	typ    string
-	msg    string
+	err    error
 }
 
-func (e *gatewayError) Error() string { return e.msg }
+func (e *gatewayError) Error() string { return e.err.Error() }
+func (e *gatewayError) Unwrap() error { return e.err }
 
 // maxUpstreamBody caps a JSON answer or an error body read from upstream.
 const maxUpstreamBody = 64 << 20
@@ -111,14 +117,14 @@ func (s *Server) send(ctx context.Context, p provider, c *call) (*answer, error)
 func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, retryable bool, wait time.Duration, err error) {
 	req, err := p.request(ctx, c)
 	if err != nil {
-		return nil, false, 0, &gatewayError{http.StatusInternalServerError, ErrAPI, "gateway: build upstream request: " + err.Error()}
+		return nil, false, 0, &gatewayError{http.StatusInternalServerError, llm.ErrAPI, fmt.Errorf("gateway: build upstream request: %w", err)}
 	}
 	if err := s.upstreams.Check(req.URL.String()); err != nil {
-		return nil, false, 0, &gatewayError{http.StatusForbidden, ErrPermission, "upstream " + c.provider + " is not allowed: " + UpstreamRule}
+		return nil, false, 0, &gatewayError{http.StatusForbidden, llm.ErrPermission, fmt.Errorf("upstream %s is not allowed: %s", c.provider, UpstreamRule)}
 	}
 	resp, err := s.http.Do(req)
 	if err != nil {
-		return nil, true, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " unreachable: " + err.Error()}
+		return nil, true, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s unreachable: %w", c.provider, err)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -132,15 +138,15 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 		if err != nil {
 			src.close()
 			if errors.Is(err, errMalformed) {
-				return nil, false, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " sent a malformed stream: " + err.Error()}
+				return nil, false, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s sent a malformed stream: %w", c.provider, err)}
 			}
-			return nil, true, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " stream ended before its first event: " + err.Error()}
+			return nil, true, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s stream ended before its first event: %w", c.provider, err)}
 		}
-		if first.name == "error" {
+		if first.Name == "error" {
 			// An error before anything reached the caller: answer it with its
 			// status, and retry it like one.
 			src.close()
-			typ, body := streamErrorBody(c.provider, first.data)
+			typ, body := streamErrorBody(c.provider, first.Data)
 			status := statusForErrorType(typ)
 			return &answer{status: status, errBody: body}, retryableStatus(status), 0, nil
 		}
@@ -149,11 +155,11 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	resp.Body.Close()
 	if err != nil {
-		return nil, true, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " answer cut short: " + err.Error()}
+		return nil, true, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s answer cut short: %w", c.provider, err)}
 	}
 	msg, err := p.message(c, body)
 	if err != nil {
-		return nil, false, 0, &gatewayError{http.StatusBadGateway, ErrAPI, "upstream " + c.provider + " sent a malformed answer: " + err.Error()}
+		return nil, false, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s sent a malformed answer: %w", c.provider, err)}
 	}
 	return &answer{body: msg}, false, 0, nil
 }

@@ -2,11 +2,17 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/balletplanner/ballet/gateway/llm"
 )
+
+// errMalformed marks an upstream answer the gateway cannot read: 502.
+var errMalformed = errors.New("malformed upstream response")
 
 // maxUpstreamMessage caps, in characters, an upstream error message passed
 // to the caller.
@@ -15,8 +21,8 @@ const maxUpstreamMessage = 500
 // knownErrorTypes are the Anthropic error types passed on as they are; any
 // other type is replaced by the one of the status.
 var knownErrorTypes = map[string]bool{
-	ErrInvalidRequest: true, ErrAuthentication: true, ErrPermission: true, ErrNotFound: true,
-	ErrTooLarge: true, ErrRateLimit: true, ErrAPI: true, ErrOverloaded: true,
+	llm.ErrInvalidRequest: true, llm.ErrAuthentication: true, llm.ErrPermission: true, llm.ErrNotFound: true,
+	llm.ErrTooLarge: true, llm.ErrRateLimit: true, llm.ErrAPI: true, llm.ErrOverloaded: true,
 	"billing_error": true, "timeout_error": true,
 }
 
@@ -28,7 +34,7 @@ var knownErrorTypes = map[string]bool{
 func upstreamErrorBody(provider string, status int, body []byte) []byte {
 	typ, msg := parseUpstreamError(body)
 	if !knownErrorTypes[typ] {
-		typ = errorTypeForStatus(status)
+		typ = llm.ErrorTypeForStatus(status)
 	}
 	if msg == "" {
 		msg = "upstream " + provider + " answered " + strconv.Itoa(status)
@@ -44,7 +50,7 @@ func upstreamErrorBody(provider string, status int, body []byte) []byte {
 func streamErrorBody(provider string, data []byte) (string, []byte) {
 	typ, msg := parseUpstreamError(data)
 	if !knownErrorTypes[typ] {
-		typ = ErrAPI
+		typ = llm.ErrAPI
 	}
 	if msg == "" {
 		msg = "upstream " + provider + " sent an error event"
@@ -102,4 +108,31 @@ func truncate(s string, n int) string {
 		count++
 	}
 	return s
+}
+
+func errorJSON(typ, msg string) []byte {
+	b, _ := json.Marshal(llm.ErrorBody{Type: "error", Error: llm.ErrorDetail{Type: typ, Message: msg}})
+	return b
+}
+
+// statusForErrorType is the inverse of llm.ErrorTypeForStatus, for error
+// events inside a stream.
+func statusForErrorType(typ string) int {
+	switch typ {
+	case llm.ErrInvalidRequest:
+		return 400
+	case llm.ErrAuthentication:
+		return 401
+	case llm.ErrPermission:
+		return 403
+	case llm.ErrNotFound:
+		return 404
+	case llm.ErrTooLarge:
+		return 413
+	case llm.ErrRateLimit:
+		return 429
+	case llm.ErrOverloaded:
+		return 529
+	}
+	return 500
 }

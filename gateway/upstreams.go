@@ -105,7 +105,7 @@ func parseEndpoint(raw string) (endpoint, error) {
 func (u *Upstreams) Check(base string) error {
 	ep, err := parseEndpoint(base)
 	if err != nil {
-		return fmt.Errorf("%w: %s", ErrUpstreamNotAllowed, err.Error())
+		return fmt.Errorf("%w: %w", ErrUpstreamNotAllowed, err)
 	}
 	if u != nil {
 		for _, a := range u.entries {
@@ -121,7 +121,7 @@ func (u *Upstreams) Check(base string) error {
 func (u *Upstreams) CheckUpstream(base string) error { return u.Check(base) }
 
 // allow adds an endpoint the operator configured elsewhere (a provider
-// URL, the in-process fake upstream).
+// URL, the fallback upstream).
 func (u *Upstreams) allow(base string) error {
 	ep, err := parseEntry(base)
 	if err != nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -119,7 +120,7 @@ func (w *usageWriter) flush(ctx context.Context) error {
 			return nil
 		}
 		if _, err := w.sink.InsertUsage(ctx, batch); err != nil {
-			return err
+			return fmt.Errorf("insert %d usage rows: %w", n, err)
 		}
 		w.mu.Lock()
 		// Rows dropped meanwhile shifted the buffer: remove what was written,

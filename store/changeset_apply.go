@@ -49,12 +49,11 @@ func (db *DB) ApplyChangeset(ctx context.Context, caller Caller, id string, chos
 				keys = append(keys, res.Item)
 			}
 		}
-		err = tx.QueryRow(ctx, `
+		err = cs.scanDecision(tx.QueryRow(ctx, `
 			UPDATE changesets SET status = 'applied', results = $2, applied_operations = $3,
 			       decided_by = $4, decided_at = now(), updated_at = now()
-			WHERE id = $1 RETURNING status, decided_by, decided_at, updated_at`,
-			cs.ID, results, order, caller.Actor.Subject).
-			Scan(&cs.Status, &cs.DecidedBy, &cs.DecidedAt, &cs.UpdatedAt)
+			WHERE id = $1 RETURNING `+changesetDecisionColumns,
+			cs.ID, results, order, caller.Actor.Subject))
 		if err != nil {
 			return err
 		}

@@ -66,6 +66,7 @@ type OperationResult struct {
 	Dependency string `json:"dependency,omitempty"`
 }
 
+// changesetSelect selects what scanChangeset reads.
 const changesetSelect = `
 SELECT c.id, c.project_id, p.organization_id, p.key, c.title, c.summary, c.status, c.operations,
        c.results, c.applied_operations, c.proposed_by_kind, c.proposed_by,
@@ -73,7 +74,7 @@ SELECT c.id, c.project_id, p.organization_id, p.key, c.title, c.summary, c.statu
        c.decided_at, c.created_at, c.updated_at
 FROM changesets c JOIN projects p ON p.id = c.project_id`
 
-func scanChangeset(row pgx.CollectableRow) (Changeset, error) {
+func scanChangeset(row pgx.Row) (Changeset, error) {
 	var cs Changeset
 	var ops, results, applied []byte
 	err := row.Scan(&cs.ID, &cs.ProjectID, &cs.OrganizationID, &cs.Project, &cs.Title, &cs.Summary, &cs.Status,
@@ -95,6 +96,14 @@ func scanChangeset(row pgx.CollectableRow) (Changeset, error) {
 	return cs, nil
 }
 
+// changesetDecisionColumns are the columns a decision (apply, reject)
+// writes, which scanDecision reads back into the changeset.
+const changesetDecisionColumns = `status, decided_by, decided_at, updated_at`
+
+func (cs *Changeset) scanDecision(row pgx.Row) error {
+	return row.Scan(&cs.Status, &cs.DecidedBy, &cs.DecidedAt, &cs.UpdatedAt)
+}
+
 // changesetByID loads a changeset; forUpdate locks its row.
 func changesetByID(ctx context.Context, q Querier, id string, forUpdate bool) (Changeset, error) {
 	if _, err := uuid.Parse(id); err != nil {
@@ -108,7 +117,7 @@ func changesetByID(ctx context.Context, q Querier, id string, forUpdate bool) (C
 	if err != nil {
 		return Changeset{}, err
 	}
-	cs, err := pgx.CollectExactlyOneRow(rows, scanChangeset)
+	cs, err := collectOne(rows, scanChangeset)
 	if err != nil {
 		return Changeset{}, notFound(err, "changeset %s", id)
 	}
@@ -219,7 +228,7 @@ func (db *DB) ListChangesets(ctx context.Context, caller Caller, projectKey, sta
 	if err != nil {
 		return nil, fmt.Errorf("store: list changesets: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, scanChangeset)
+	out, err := collect(rows, scanChangeset)
 	if err != nil {
 		return nil, fmt.Errorf("store: list changesets: %w", err)
 	}
@@ -257,10 +266,9 @@ func (db *DB) RejectChangeset(ctx context.Context, caller Caller, id, reason str
 		if cs, err = lockForDecision(ctx, tx, caller, id, "reject"); err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, `
+		err = cs.scanDecision(tx.QueryRow(ctx, `
 			UPDATE changesets SET status = 'rejected', decided_by = $2, decided_at = now(), updated_at = now()
-			WHERE id = $1 RETURNING status, decided_by, decided_at, updated_at`, id, caller.Actor.Subject).
-			Scan(&cs.Status, &cs.DecidedBy, &cs.DecidedAt, &cs.UpdatedAt)
+			WHERE id = $1 RETURNING `+changesetDecisionColumns, id, caller.Actor.Subject))
 		if err != nil {
 			return err
 		}

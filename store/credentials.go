@@ -40,6 +40,7 @@ type Credential struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// credentialColumns are what scanCredential reads from credentials.
 const credentialColumns = `id, organization_id, COALESCE(project_id::text, ''), provider, ciphertext, nonce,
 	key_id, fingerprint, COALESCE(base_url, ''), created_by, created_at, updated_at`
 
@@ -101,7 +102,7 @@ WHERE organization_id = $1::uuid AND project_id IS NOT DISTINCT FROM NULLIF($2, 
 	if err != nil {
 		return nil, fmt.Errorf("store: list credentials: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Credential, error) { return scanCredential(r) })
+	out, err := collect(rows, scanCredential)
 	if err != nil {
 		return nil, fmt.Errorf("store: list credentials: %w", err)
 	}
@@ -154,7 +155,7 @@ ORDER BY project_id IS NULL, provider`, organizationID, projectID)
 	if err != nil {
 		return LLMScope{}, fmt.Errorf("store: resolve llm scope: %w", err)
 	}
-	s.Credentials, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Credential, error) { return scanCredential(r) })
+	s.Credentials, err = collect(rows, scanCredential)
 	if err != nil {
 		return LLMScope{}, fmt.Errorf("store: resolve llm scope: %w", err)
 	}

@@ -35,6 +35,7 @@ type Dependency struct {
 	OrganizationID string `json:"-"`
 }
 
+// dependencySelect selects what scanDependency reads.
 const dependencySelect = `
 SELECT d.id, d.type, f.key, t.key, d.created_by, d.created_at, d.project_id, p.organization_id
 FROM dependencies d
@@ -42,7 +43,7 @@ JOIN items f ON f.id = d.from_item_id
 JOIN items t ON t.id = d.to_item_id
 JOIN projects p ON p.id = d.project_id`
 
-func scanDependency(row pgx.CollectableRow) (Dependency, error) {
+func scanDependency(row pgx.Row) (Dependency, error) {
 	var d Dependency
 	err := row.Scan(&d.ID, &d.Type, &d.From, &d.To, &d.CreatedBy, &d.CreatedAt, &d.ProjectID, &d.OrganizationID)
 	return d, err
@@ -102,7 +103,7 @@ func (db *DB) ListDependencies(ctx context.Context, caller Caller, key string) (
 	if err != nil {
 		return nil, fmt.Errorf("store: list dependencies: %w", err)
 	}
-	deps, err := pgx.CollectRows(rows, scanDependency)
+	deps, err := collect(rows, scanDependency)
 	if err != nil {
 		return nil, fmt.Errorf("store: list dependencies: %w", err)
 	}
@@ -122,7 +123,7 @@ func (db *DB) DeleteDependency(ctx context.Context, caller Caller, id string) er
 		if err != nil {
 			return err
 		}
-		d, err := pgx.CollectExactlyOneRow(rows, scanDependency)
+		d, err := collectOne(rows, scanDependency)
 		if err != nil {
 			return notFound(err, "dependency %s", id)
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Embedder turns texts into vectors for the semantic search leg. It is
@@ -133,6 +135,19 @@ func (db *DB) IndexEmbeddings(ctx context.Context, e Embedder, batch int) (int, 
 	return total, nil
 }
 
+// embedPending is a searchable thing whose text changed since it was last
+// embedded.
+type embedPending struct {
+	id, org, project, text string
+	hash                   []byte
+}
+
+func scanEmbedPending(row pgx.Row) (embedPending, error) {
+	var p embedPending
+	err := row.Scan(&p.id, &p.org, &p.project, &p.text, &p.hash)
+	return p, err
+}
+
 func (db *DB) indexEmbeddings(ctx context.Context, e Embedder, typ string, batch int) (int, error) {
 	rows, err := db.pool.Query(ctx, `
 		WITH src (id, organization_id, project_id, text, hash) AS (`+embedSources[typ]+`)
@@ -142,21 +157,8 @@ func (db *DB) indexEmbeddings(ctx context.Context, e Embedder, typ string, batch
 	if err != nil {
 		return 0, err
 	}
-	type pending struct {
-		id, org, project, text string
-		hash                   []byte
-	}
-	var todo []pending
-	for rows.Next() {
-		var p pending
-		if err := rows.Scan(&p.id, &p.org, &p.project, &p.text, &p.hash); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		todo = append(todo, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(todo) == 0 {
+	todo, err := collect(rows, scanEmbedPending)
+	if err != nil || len(todo) == 0 {
 		return 0, err
 	}
 	texts := make([]string, len(todo))

@@ -108,19 +108,25 @@ func MustJSON(v any) json.RawMessage {
 // EntityEvents lists the events of one entity in order, for history endpoints.
 func (db *DB) EntityEvents(ctx context.Context, entityType, entityID string, limit int) ([]Event, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+eventColumns+`
-		FROM events WHERE entity_type = $1 AND entity_id = $2 ORDER BY seq LIMIT $3`,
+		FROM events e WHERE entity_type = $1 AND entity_id = $2 ORDER BY seq LIMIT $3`,
 		entityType, entityID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: entity events: %w", err)
 	}
-	return pgx.CollectRows(rows, scanEvent)
+	return collect(rows, scanEvent)
 }
 
-// eventColumns are what scanEvent reads, from the table events unaliased.
-const eventColumns = `seq, COALESCE((SELECT n.org_seq FROM event_numbers n WHERE n.seq = events.seq), 0), organization_id, COALESCE(project_id::text, ''), type, entity_type, entity_id,
-	COALESCE(entity_key, ''), actor_kind, actor_subject, COALESCE(acting_for, ''), payload, occurred_at`
+// eventColumns are what scanEvent reads from events e: its number in the
+// organization is looked up (0 until the event commits).
+// eventNumberedColumns are the same from events e joined with its number n.
+const (
+	eventColumns         = `e.seq, COALESCE((SELECT n.org_seq FROM event_numbers n WHERE n.seq = e.seq), 0), ` + eventFields
+	eventNumberedColumns = `e.seq, n.org_seq, ` + eventFields
+	eventFields          = `e.organization_id, COALESCE(e.project_id::text, ''), e.type, e.entity_type, e.entity_id,
+	COALESCE(e.entity_key, ''), e.actor_kind, e.actor_subject, COALESCE(e.acting_for, ''), e.payload, e.occurred_at`
+)
 
-func scanEvent(row pgx.CollectableRow) (Event, error) {
+func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
 	err := row.Scan(&e.LogSeq, &e.Seq, &e.OrganizationID, &e.ProjectID, &e.Type, &e.EntityType, &e.EntityID,
 		&e.EntityKey, &e.Actor.Kind, &e.Actor.Subject, &e.Actor.ActingFor, &e.Payload, &e.OccurredAt)

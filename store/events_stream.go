@@ -115,11 +115,6 @@ func (db *DB) ResolveStream(ctx context.Context, caller Caller, name string) (St
 	return s, nil
 }
 
-// streamColumns are what scanEvent reads, from events e joined with its
-// number n.
-const streamColumns = `e.seq, n.org_seq, e.organization_id, COALESCE(e.project_id::text, ''), e.type, e.entity_type,
-	e.entity_id, COALESCE(e.entity_key, ''), e.actor_kind, e.actor_subject, COALESCE(e.acting_for, ''), e.payload, e.occurred_at`
-
 // EventsAfter returns up to limit of the organization's committed events
 // numbered after afterSeq that pass the filter, in number order. Numbers
 // are assigned in commit order under the organization's counter lock, so
@@ -133,19 +128,19 @@ func (db *DB) EventsAfter(ctx context.Context, organizationID string, f EventFil
 	switch {
 	case f.ItemID != "":
 		// The item's events and its dependencies' through their indexes.
-		rows, err = db.pool.Query(ctx, `SELECT `+streamColumns+`
+		rows, err = db.pool.Query(ctx, `SELECT `+eventNumberedColumns+`
 			FROM events e JOIN event_numbers n ON n.seq = e.seq
 			WHERE e.organization_id = $1 AND n.org_seq > $2
 			  AND ((e.entity_type = 'item' AND e.entity_id = $3)
 			    OR (e.entity_type = 'dependency' AND (e.payload->>'from' = $4 OR e.payload->>'to' = $4)))
 			ORDER BY n.org_seq LIMIT $5`, organizationID, afterSeq, f.ItemID, f.ItemKey, limit)
 	case f.ProjectID != "":
-		rows, err = db.pool.Query(ctx, `SELECT `+streamColumns+`
+		rows, err = db.pool.Query(ctx, `SELECT `+eventNumberedColumns+`
 			FROM event_numbers n JOIN events e ON e.seq = n.seq
 			WHERE n.project_id = $1 AND n.org_seq > $2 AND n.organization_id = $3
 			ORDER BY n.org_seq LIMIT $4`, f.ProjectID, afterSeq, organizationID, limit)
 	default:
-		rows, err = db.pool.Query(ctx, `SELECT `+streamColumns+`
+		rows, err = db.pool.Query(ctx, `SELECT `+eventNumberedColumns+`
 			FROM event_numbers n JOIN events e ON e.seq = n.seq
 			WHERE n.organization_id = $1 AND n.org_seq > $2
 			ORDER BY n.org_seq LIMIT $3`, organizationID, afterSeq, limit)
@@ -153,7 +148,7 @@ func (db *DB) EventsAfter(ctx context.Context, organizationID string, f EventFil
 	if err != nil {
 		return nil, fmt.Errorf("store: events after %d: %w", afterSeq, err)
 	}
-	events, err := pgx.CollectRows(rows, scanEvent)
+	events, err := collect(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("store: events after %d: %w", afterSeq, err)
 	}

@@ -114,6 +114,7 @@ type ItemFilter struct {
 // MaxItemList caps one list of items.
 const MaxItemList = 1000
 
+// itemSelect selects what scanItem reads.
 const itemSelect = `
 SELECT i.id, i.project_id, p.organization_id, p.key, i.number, i.key, i.kind, i.title, i.description,
        i.state, COALESCE(i.type, ''), i.acceptance_criteria, COALESCE(i.review_mode, ''),
@@ -139,7 +140,7 @@ func scanItem(row pgx.Row) (Item, error) {
 }
 
 func collectItems(rows pgx.Rows) ([]Item, error) {
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) { return scanItem(r) })
+	items, err := collect(rows, scanItem)
 	if items == nil {
 		items = []Item{}
 	}
@@ -304,7 +305,7 @@ func (db *DB) ItemHistory(ctx context.Context, caller Caller, key string) ([]Eve
 	if err != nil {
 		return nil, fmt.Errorf("store: item history: %w", err)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT `+eventColumns+` FROM events
+	rows, err := db.pool.Query(ctx, `SELECT `+eventColumns+` FROM events e
 		WHERE project_id = $1 AND (
 		      (entity_type = 'item' AND entity_id = $2) OR
 		      (entity_type = 'dependency' AND (payload->>'from' = $3 OR payload->>'to' = $3)))
@@ -312,7 +313,7 @@ func (db *DB) ItemHistory(ctx context.Context, caller Caller, key string) ([]Eve
 	if err != nil {
 		return nil, fmt.Errorf("store: item history: %w", err)
 	}
-	events, err := pgx.CollectRows(rows, scanEvent)
+	events, err := collect(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("store: item history: %w", err)
 	}

@@ -31,6 +31,12 @@ func (w *trackerTx) event(ctx context.Context, typ, entityType, entityID, entity
 	return err
 }
 
+// itemWriteColumns are what an update of an item returns, which scanWrite
+// reads back into the item.
+const itemWriteColumns = `version, updated_at`
+
+func (it *Item) scanWrite(row pgx.Row) error { return row.Scan(&it.Version, &it.UpdatedAt) }
+
 // member resolves the key of an item of this project that field refers to,
 // which must be of kind; it returns the item's id.
 func (w *trackerTx) member(ctx context.Context, field, key, kind string) (string, error) {
@@ -187,13 +193,12 @@ func (w *trackerTx) updateItem(ctx context.Context, it Item, p ItemPatch) (Item,
 	if it.Policy != nil {
 		review, merge = it.Policy.ReviewMode, it.Policy.MergeMode
 	}
-	err := w.tx.QueryRow(ctx, `
+	err := it.scanWrite(w.tx.QueryRow(ctx, `
 		UPDATE items SET title = $2, description = $3, type = NULLIF($4, ''), acceptance_criteria = $5,
 		       review_mode = NULLIF($6, ''), merge_mode = NULLIF($7, ''), epic_id = NULLIF($8, '')::uuid,
 		       milestone_id = NULLIF($9, '')::uuid, version = version + 1, updated_at = now()
-		WHERE id = $1 RETURNING version, updated_at`,
-		it.ID, it.Title, it.Description, it.Type, it.AcceptanceCriteria, review, merge, it.EpicID, it.MilestoneID).
-		Scan(&it.Version, &it.UpdatedAt)
+		WHERE id = $1 RETURNING `+itemWriteColumns,
+		it.ID, it.Title, it.Description, it.Type, it.AcceptanceCriteria, review, merge, it.EpicID, it.MilestoneID))
 	if err != nil {
 		return Item{}, mapCheck(err, "item %s violates a tracker rule", it.Key)
 	}
@@ -210,9 +215,9 @@ func (w *trackerTx) transition(ctx context.Context, it Item, state string) (Item
 		return Item{}, transitionError(it.Kind, it.State, state)
 	}
 	from := it.State
-	err := w.tx.QueryRow(ctx, `
+	err := it.scanWrite(w.tx.QueryRow(ctx, `
 		UPDATE items SET state = $2, version = version + 1, updated_at = now()
-		WHERE id = $1 RETURNING version, updated_at`, it.ID, state).Scan(&it.Version, &it.UpdatedAt)
+		WHERE id = $1 RETURNING `+itemWriteColumns, it.ID, state))
 	if err != nil {
 		return Item{}, err
 	}

@@ -96,6 +96,7 @@ type KnowledgeFilter struct {
 	Limit   int
 }
 
+// knowledgeColumns are what scanKnowledge reads from knowledge_entries.
 const knowledgeColumns = `id, organization_id, kind, title, body, projects, items, version,
 	created_by, updated_by, created_at, updated_at`
 
@@ -286,7 +287,7 @@ func (db *DB) ListKnowledge(ctx context.Context, caller Caller, orgKey string, f
 	if err != nil {
 		return nil, fmt.Errorf("store: list knowledge: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (KnowledgeEntry, error) { return scanKnowledge(r) })
+	out, err := collect(rows, scanKnowledge)
 	if err != nil {
 		return nil, fmt.Errorf("store: list knowledge: %w", err)
 	}

@@ -7,6 +7,20 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// knowledgeVersionColumns are what scanKnowledgeVersion reads from
+// knowledge_versions; knowledgeVersionHeadColumns are the same with the body
+// left out, for lists.
+const (
+	knowledgeVersionColumns     = `entry_id, version, kind, title, body, projects, items, updated_by, created_at`
+	knowledgeVersionHeadColumns = `entry_id, version, kind, title, '', projects, items, updated_by, created_at`
+)
+
+func scanKnowledgeVersion(row pgx.Row) (KnowledgeVersion, error) {
+	var v KnowledgeVersion
+	err := row.Scan(&v.EntryID, &v.Version, &v.Kind, &v.Title, &v.Body, &v.Projects, &v.Items, &v.UpdatedBy, &v.CreatedAt)
+	return v, err
+}
+
 func insertKnowledgeVersion(ctx context.Context, tx pgx.Tx, k KnowledgeEntry) error {
 	_, err := tx.Exec(ctx, `
 		INSERT INTO knowledge_versions (entry_id, version, kind, title, body, projects, items, updated_by, created_at)
@@ -22,12 +36,12 @@ func (db *DB) ListKnowledgeVersions(ctx context.Context, caller Caller, orgKey, 
 	if err != nil {
 		return nil, fmt.Errorf("store: list knowledge versions: %w", err)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT entry_id, version, kind, title, '', projects, items, updated_by, created_at
+	rows, err := db.pool.Query(ctx, `SELECT `+knowledgeVersionHeadColumns+`
 		FROM knowledge_versions WHERE entry_id = $1 ORDER BY version DESC`, k.ID)
 	if err != nil {
 		return nil, fmt.Errorf("store: list knowledge versions: %w", err)
 	}
-	vs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KnowledgeVersion])
+	vs, err := collect(rows, scanKnowledgeVersion)
 	if err != nil {
 		return nil, fmt.Errorf("store: list knowledge versions: %w", err)
 	}
@@ -45,12 +59,12 @@ func (db *DB) GetKnowledgeVersion(ctx context.Context, caller Caller, orgKey, id
 		return KnowledgeVersion{}, fmt.Errorf("store: get knowledge version: %w",
 			Errorf(CodeNotFound, "knowledge entry %s has no version %d (current is %d)", k.ID, n, k.Version))
 	}
-	rows, err := db.pool.Query(ctx, `SELECT entry_id, version, kind, title, body, projects, items, updated_by, created_at
+	rows, err := db.pool.Query(ctx, `SELECT `+knowledgeVersionColumns+`
 		FROM knowledge_versions WHERE entry_id = $1 AND version = $2`, k.ID, n)
 	if err != nil {
 		return KnowledgeVersion{}, fmt.Errorf("store: get knowledge version: %w", err)
 	}
-	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[KnowledgeVersion])
+	v, err := collectOne(rows, scanKnowledgeVersion)
 	if err != nil {
 		return KnowledgeVersion{}, fmt.Errorf("store: get knowledge version: %w", notFound(err, "knowledge version %d", n))
 	}

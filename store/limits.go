@@ -106,7 +106,7 @@ ORDER BY project_id IS NULL`, organizationID, projectID)
 	if err != nil {
 		return Limits{}, fmt.Errorf("store: effective limits: %w", err)
 	}
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Limits, error) { return scanLimits(r) })
+	found, err := collect(rows, scanLimits)
 	if err != nil {
 		return Limits{}, fmt.Errorf("store: effective limits: %w", err)
 	}
@@ -127,6 +127,7 @@ ORDER BY project_id IS NULL`, organizationID, projectID)
 	return l, nil
 }
 
+// limitsColumns are what scanLimits reads from limits.
 const limitsColumns = `organization_id, COALESCE(project_id::text, ''), token_budget, budget_period,
 	requests_per_minute::bigint, tokens_per_minute, updated_by, updated_at`
 

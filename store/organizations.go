@@ -39,13 +39,12 @@ func (db *DB) ListOrganizations(ctx context.Context, p *Principal) ([]Organizati
 			ids = append(ids, b.Scope.OrganizationID)
 		}
 	}
-	rows, err := db.pool.Query(ctx, `
-		SELECT id, key, name, created_at, updated_at FROM organizations
+	rows, err := db.pool.Query(ctx, `SELECT `+organizationColumns+` FROM organizations
 		WHERE $1 OR id::text = ANY($2) ORDER BY key`, all, ids)
 	if err != nil {
 		return nil, fmt.Errorf("store: list organizations: %w", err)
 	}
-	orgs, err := pgx.CollectRows(rows, scanOrganization)
+	orgs, err := collect(rows, scanOrganization)
 	if err != nil {
 		return nil, fmt.Errorf("store: list organizations: %w", err)
 	}
@@ -68,10 +67,9 @@ func (db *DB) UpdateOrganization(ctx context.Context, id, name string, actor Act
 		if err != nil {
 			return notFound(err, "organization %q", id)
 		}
-		err = tx.QueryRow(ctx, `
+		o, err = scanOrganization(tx.QueryRow(ctx, `
 			UPDATE organizations SET name = $2, updated_at = now() WHERE id::text = $1
-			RETURNING id, key, name, created_at, updated_at`, id, name).
-			Scan(&o.ID, &o.Key, &o.Name, &o.CreatedAt, &o.UpdatedAt)
+			RETURNING `+organizationColumns, id, name))
 		if err != nil {
 			return err
 		}
@@ -88,13 +86,12 @@ func (db *DB) UpdateOrganization(ctx context.Context, id, name string, actor Act
 
 // ListProjects lists an organization's projects by key.
 func (db *DB) ListProjects(ctx context.Context, organizationID string) ([]Project, error) {
-	rows, err := db.pool.Query(ctx, `
-		SELECT id, organization_id, key, name, description, created_at, updated_at FROM projects
+	rows, err := db.pool.Query(ctx, `SELECT `+projectColumns+` FROM projects
 		WHERE organization_id::text = $1 ORDER BY key`, organizationID)
 	if err != nil {
 		return nil, fmt.Errorf("store: list projects: %w", err)
 	}
-	ps, err := pgx.CollectRows(rows, scanProject)
+	ps, err := collect(rows, scanProject)
 	if err != nil {
 		return nil, fmt.Errorf("store: list projects: %w", err)
 	}
@@ -122,13 +119,11 @@ func (db *DB) UpdateProject(ctx context.Context, id string, u ProjectUpdate, act
 		if err != nil {
 			return notFound(err, "project %q", id)
 		}
-		err = tx.QueryRow(ctx, `
+		p, err = scanProject(tx.QueryRow(ctx, `
 			UPDATE projects SET name = COALESCE($2, name), description = COALESCE($3, description),
 			       updated_at = now()
 			WHERE id::text = $1
-			RETURNING id, organization_id, key, name, description, created_at, updated_at`,
-			id, u.Name, u.Description).
-			Scan(&p.ID, &p.OrganizationID, &p.Key, &p.Name, &p.Description, &p.CreatedAt, &p.UpdatedAt)
+			RETURNING `+projectColumns, id, u.Name, u.Description))
 		if err != nil {
 			return err
 		}
@@ -161,16 +156,4 @@ func (u ProjectUpdate) validate() error {
 		return Errorf(CodeInvalid, "description: at most 50000 characters")
 	}
 	return nil
-}
-
-func scanOrganization(row pgx.CollectableRow) (Organization, error) {
-	var o Organization
-	err := row.Scan(&o.ID, &o.Key, &o.Name, &o.CreatedAt, &o.UpdatedAt)
-	return o, err
-}
-
-func scanProject(row pgx.CollectableRow) (Project, error) {
-	var p Project
-	err := row.Scan(&p.ID, &p.OrganizationID, &p.Key, &p.Name, &p.Description, &p.CreatedAt, &p.UpdatedAt)
-	return p, err
 }

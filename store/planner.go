@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -63,9 +64,11 @@ type Session struct {
 	OrganizationID string    `json:"-"`
 }
 
-const sessionColumns = `s.id, p.key, s.title, s.created_by, s.created_at, s.updated_at,
+// sessionSelect selects what scanSession reads.
+const sessionSelect = `SELECT s.id, p.key, s.title, s.created_by, s.created_at, s.updated_at,
 	EXISTS (SELECT 1 FROM planner_turns t WHERE t.session_id = s.id AND t.status = 'running'),
-	s.project_id, p.organization_id`
+	s.project_id, p.organization_id
+	FROM planner_sessions s JOIN projects p ON p.id = s.project_id`
 
 func scanSession(row pgx.Row) (Session, error) {
 	var s Session
@@ -97,8 +100,7 @@ func (db *DB) CreateSession(ctx context.Context, caller Caller, projectKey, titl
 			VALUES ($1, $2, $3) RETURNING id`, p.ID, title, caller.Principal.Subject).Scan(&id); err != nil {
 			return err
 		}
-		s, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+`
-			FROM planner_sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = $1`, id))
+		s, err = scanSession(tx.QueryRow(ctx, sessionSelect+` WHERE s.id = $1`, id))
 		if err != nil {
 			return err
 		}
@@ -125,13 +127,12 @@ func (db *DB) ListSessions(ctx context.Context, caller Caller, projectKey string
 	if limit <= 0 || limit > 200 {
 		limit = 200
 	}
-	rows, err := db.pool.Query(ctx, `SELECT `+sessionColumns+`
-		FROM planner_sessions s JOIN projects p ON p.id = s.project_id
+	rows, err := db.pool.Query(ctx, sessionSelect+`
 		WHERE s.project_id = $1 ORDER BY s.last_active_at DESC, s.id LIMIT $2`, p.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
+	out, err := collect(rows, scanSession)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
@@ -144,8 +145,7 @@ func (db *DB) SessionByID(ctx context.Context, id string) (Session, error) {
 	if !looksLikeUUID(id) {
 		return Session{}, Errorf(CodeNotFound, "session %q not found", id)
 	}
-	s, err := scanSession(db.pool.QueryRow(ctx, `SELECT `+sessionColumns+`
-		FROM planner_sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = $1`, id))
+	s, err := scanSession(db.pool.QueryRow(ctx, sessionSelect+` WHERE s.id = $1`, id))
 	if err != nil {
 		return Session{}, fmt.Errorf("store: session: %w", notFound(err, "session %q", id))
 	}
@@ -183,44 +183,34 @@ func (db *DB) GetSession(ctx context.Context, caller Caller, id string) (Session
 // Messages returns a session's messages in conversation order (by turn,
 // then seq).
 func (db *DB) Messages(ctx context.Context, sessionID string) ([]Message, error) {
-	rows, err := db.pool.Query(ctx, `
-		SELECT m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,
-		       COALESCE(m.turn_id::text, ''), m.created_at
+	rows, err := db.pool.Query(ctx, `SELECT `+messageColumns+`
 		FROM planner_messages m LEFT JOIN planner_turns t ON t.id = m.turn_id AND t.session_id = $1
 		WHERE m.session_id = $1 ORDER BY t.position NULLS FIRST, m.seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages: %w", err)
 	}
-	msgs, err := pgx.CollectRows(rows, scanMessage)
+	msgs, err := collect(rows, scanMessage)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages: %w", err)
 	}
 	return msgs, nil
 }
 
-func scanMessage(r pgx.CollectableRow) (Message, error) {
+// messageColumns are what scanMessage reads from planner_messages m.
+const messageColumns = `m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,
+	COALESCE(m.turn_id::text, ''), m.created_at`
+
+func scanMessage(r pgx.Row) (Message, error) {
 	var m Message
 	err := r.Scan(&m.Seq, &m.Role, &m.Content, &m.Author, &m.StopReason, &m.Usage, &m.Turn, &m.CreatedAt)
 	return m, err
 }
 
-// looksLikeUUID reports whether s has the textual form of a UUID, so that a bad id
-// is a clean not_found rather than a database error.
+// looksLikeUUID reports whether s is a UUID in its canonical textual form
+// (36 characters, hyphenated; not urn:uuid:, braced or bare hex, which
+// uuid.Parse also takes), so that a bad id is a clean not_found rather than
+// a database error.
 func looksLikeUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
 }

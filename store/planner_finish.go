@@ -125,8 +125,8 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 		}
 		turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (open, error) {
 			var o open
-			err := r.Scan(&o.ID, &o.Session, &o.ProjectID, &o.Position, &o.MessageSeq, &o.Author, &o.Status,
-				&o.CancelRequested, &o.DoneReason, &o.Rounds, &o.Attempts, &o.CreatedAt, &o.StartedAt, &o.FinishedAt, &o.enqueued)
+			var err error
+			o.Turn, err = scanTurn(r, &o.enqueued)
 			return o, err
 		})
 		if err != nil {

@@ -82,13 +82,10 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			return notFound(err, "turn %q", turnID)
 		}
 		// Read the turn under the session lock: cancel and finish take it too.
-		var t Turn
 		var earlier bool
-		err = tx.QueryRow(ctx, `SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
+		t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
 			WHERE e.session_id = t.session_id AND e.position < t.position AND e.status IN ('queued', 'running'))
-			FROM planner_turns t WHERE id = $1`, turnID).Scan(&t.ID, &t.Session, &t.ProjectID, &t.Position,
-			&t.MessageSeq, &t.Author, &t.Status, &t.CancelRequested, &t.DoneReason, &t.Rounds, &t.Attempts,
-			&t.CreatedAt, &t.StartedAt, &t.FinishedAt, &earlier)
+			FROM planner_turns t WHERE id = $1`, turnID), &earlier)
 		if err != nil {
 			return err
 		}
@@ -131,8 +128,7 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			}
 		}
 		c.Turn.Status, c.Turn.Attempts = TurnRunning, t.Attempts+1
-		c.Session, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+`
-			FROM planner_sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = $1`, t.Session))
+		c.Session, err = scanSession(tx.QueryRow(ctx, sessionSelect+` WHERE s.id = $1`, t.Session))
 		return err
 	})
 	if err != nil {
@@ -263,6 +259,14 @@ type ToolCall struct {
 	IsError   bool
 }
 
+// toolCallStateColumns are what scanState reads from planner_tool_calls
+// into a call whose name and input the caller holds.
+const toolCallStateColumns = `status = 'done', COALESCE(result, ''), is_error`
+
+func (tc *ToolCall) scanState(row pgx.Row) error {
+	return row.Scan(&tc.Done, &tc.Result, &tc.IsError)
+}
+
 // ClaimToolCall records that the tool call is about to run. fresh is false
 // when it was claimed before (a resumed turn): the caller must not run it
 // again, and uses the stored result when Done.
@@ -279,15 +283,8 @@ func (db *DB) ClaimToolCall(ctx context.Context, f Fence, toolUseID, name string
 			fresh = true
 			return nil
 		}
-		var result *string
-		if err := tx.QueryRow(ctx, `SELECT status = 'done', result, is_error FROM planner_tool_calls
-			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, toolUseID).Scan(&tc.Done, &result, &tc.IsError); err != nil {
-			return err
-		}
-		if result != nil {
-			tc.Result = *result
-		}
-		return nil
+		return tc.scanState(tx.QueryRow(ctx, `SELECT `+toolCallStateColumns+` FROM planner_tool_calls
+			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, toolUseID))
 	})
 	if err != nil {
 		return ToolCall{}, false, fmt.Errorf("store: claim tool call: %w", err)
@@ -307,9 +304,8 @@ func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) (ToolC
 		if outs, ok, err = completeToolCall(ctx, tx, f, tc); err != nil || ok {
 			return err
 		}
-		tc.Done = true
-		return tx.QueryRow(ctx, `SELECT result, is_error FROM planner_tool_calls
-			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, tc.ToolUseID).Scan(&tc.Result, &tc.IsError)
+		return tc.scanState(tx.QueryRow(ctx, `SELECT `+toolCallStateColumns+` FROM planner_tool_calls
+			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, tc.ToolUseID))
 	})
 	if err != nil {
 		return ToolCall{}, nil, fmt.Errorf("store: complete tool call: %w", err)

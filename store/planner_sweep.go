@@ -107,12 +107,17 @@ func (db *DB) ForgetWorkers(ctx context.Context, before time.Time) error {
 	return nil
 }
 
+// scanTurnRef reads a row of a session id, a turn id, a lease token, when
+// the turn was enqueued and why its lease is stale: StaleLeases selects
+// them, TakeDueHeads returns them.
+func scanTurnRef(row pgx.Row) (TurnRef, error) {
+	var t TurnRef
+	err := row.Scan(&t.Session, &t.Turn, &t.Token, &t.Enqueued, &t.Stale)
+	return t, err
+}
+
 func collectRefs(rows pgx.Rows) ([]TurnRef, error) {
-	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TurnRef, error) {
-		var t TurnRef
-		err := r.Scan(&t.Session, &t.Turn, &t.Token, &t.Enqueued, &t.Stale)
-		return t, err
-	})
+	refs, err := collect(rows, scanTurnRef)
 	if err != nil {
 		return nil, fmt.Errorf("store: collect turns: %w", err)
 	}
@@ -158,9 +163,7 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 	if summary != nil {
 		h.Summary, h.SummaryTurn = *summary, *summaryTurn
 	}
-	rows, err := db.pool.Query(ctx, `
-		SELECT m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,
-		       m.turn_id::text, m.created_at
+	rows, err := db.pool.Query(ctx, `SELECT `+messageColumns+`
 		FROM planner_messages m JOIN planner_turns t ON t.id = m.turn_id
 		WHERE m.session_id = $1 AND t.session_id = $1 AND t.position >= $2 AND t.position <= $3
 		  AND NOT (t.status = 'cancelled' AND t.started_at IS NULL)
@@ -168,7 +171,7 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 	if err != nil {
 		return History{}, fmt.Errorf("store: history: %w", err)
 	}
-	h.Messages, err = pgx.CollectRows(rows, scanMessage)
+	h.Messages, err = collect(rows, scanMessage)
 	if err != nil {
 		return History{}, fmt.Errorf("store: history: %w", err)
 	}

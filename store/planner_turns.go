@@ -85,13 +85,16 @@ type Turn struct {
 	FinishedAt      *time.Time `json:"finished_at,omitempty"`
 }
 
+// turnColumns are what scanTurn reads from planner_turns.
 const turnColumns = `id, session_id, project_id, position, message_seq, author, status, cancel_requested,
 	COALESCE(done_reason, ''), rounds, attempts, created_at, started_at, finished_at`
 
-func scanTurn(row pgx.Row) (Turn, error) {
+// scanTurn reads turnColumns and, into extra, any columns after them.
+func scanTurn(row pgx.Row, extra ...any) (Turn, error) {
 	var t Turn
-	err := row.Scan(&t.ID, &t.Session, &t.ProjectID, &t.Position, &t.MessageSeq, &t.Author, &t.Status,
-		&t.CancelRequested, &t.DoneReason, &t.Rounds, &t.Attempts, &t.CreatedAt, &t.StartedAt, &t.FinishedAt)
+	err := row.Scan(append([]any{&t.ID, &t.Session, &t.ProjectID, &t.Position, &t.MessageSeq, &t.Author, &t.Status,
+		&t.CancelRequested, &t.DoneReason, &t.Rounds, &t.Attempts, &t.CreatedAt, &t.StartedAt, &t.FinishedAt},
+		extra...)...)
 	return t, err
 }
 
@@ -271,30 +274,35 @@ func (db *DB) WatchSession(ctx context.Context, caller Caller, sessionID string)
 	return db.authorizedSession(ctx, caller, sessionID, PermTrackerRead)
 }
 
+// outputSelect selects what scanOutput reads: a stored output, and for a
+// message output its message, joined by (session, seq).
+const outputSelect = `SELECT o.data, o.created_at, COALESCE(m.role, ''), m.content
+	FROM planner_outputs o LEFT JOIN planner_messages m ON o.type = 'message'
+		AND m.session_id = o.session_id AND m.seq = (o.data->>'seq')::bigint`
+
+func scanOutput(row pgx.Row) (Output, error) {
+	var o Output
+	var at time.Time
+	var role string
+	var content []Block
+	if err := row.Scan(&o, &at, &role, &content); err != nil {
+		return o, err
+	}
+	o.CreatedAt, o.Role, o.Content = at, role, content
+	return o, nil
+}
+
 // Outputs returns up to limit stored outputs after fromCursor, unchecked.
 func (db *DB) Outputs(ctx context.Context, sessionID string, fromCursor int64, limit int) ([]Output, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	// A message output carries its message, joined by (session, seq).
-	rows, err := db.pool.Query(ctx, `SELECT o.data, o.created_at, COALESCE(m.role, ''), m.content
-		FROM planner_outputs o LEFT JOIN planner_messages m ON o.type = 'message'
-			AND m.session_id = o.session_id AND m.seq = (o.data->>'seq')::bigint
+	rows, err := db.pool.Query(ctx, outputSelect+`
 		WHERE o.session_id = $1 AND o.cursor > $2 ORDER BY o.cursor LIMIT $3`, sessionID, fromCursor, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: outputs: %w", err)
 	}
-	outs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Output, error) {
-		var o Output
-		var at time.Time
-		var role string
-		var content []Block
-		if err := row.Scan(&o, &at, &role, &content); err != nil {
-			return o, err
-		}
-		o.CreatedAt, o.Role, o.Content = at, role, content
-		return o, nil
-	})
+	outs, err := collect(rows, scanOutput)
 	if err != nil {
 		return nil, fmt.Errorf("store: outputs: %w", err)
 	}

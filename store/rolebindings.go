@@ -45,9 +45,6 @@ func ValidateRoleBinding(role Role, scope Scope) error {
 	return nil
 }
 
-const roleBindingColumns = `id, subject, role, scope_kind, COALESCE(organization_id::text, ''),
-	COALESCE(project_id::text, ''), created_at`
-
 // ListRoleBindings lists bindings oldest first. An organization scope lists
 // every binding within the organization, its projects' included; a project
 // scope lists that project's own; the platform scope lists platform bindings.
@@ -71,7 +68,7 @@ func (db *DB) ListRoleBindings(ctx context.Context, scope Scope) ([]RoleBinding,
 	if err != nil {
 		return nil, fmt.Errorf("store: list role bindings: %w", err)
 	}
-	bs, err := pgx.CollectRows(rows, scanRoleBinding)
+	bs, err := collect(rows, scanRoleBinding)
 	if err != nil {
 		return nil, fmt.Errorf("store: list role bindings: %w", err)
 	}
@@ -84,7 +81,7 @@ func (db *DB) RoleBindingByID(ctx context.Context, id string) (RoleBinding, erro
 	if err != nil {
 		return RoleBinding{}, fmt.Errorf("store: role binding: %w", err)
 	}
-	b, err := pgx.CollectExactlyOneRow(rows, scanRoleBinding)
+	b, err := collectOne(rows, scanRoleBinding)
 	if err != nil {
 		return RoleBinding{}, fmt.Errorf("store: role binding: %w", notFound(err, "role binding %q", id))
 	}
@@ -102,7 +99,7 @@ func (db *DB) DeleteRoleBinding(ctx context.Context, id string, actor Actor) (Ro
 		if err != nil {
 			return err
 		}
-		b, err = pgx.CollectExactlyOneRow(rows, scanRoleBinding)
+		b, err = collectOne(rows, scanRoleBinding)
 		if err != nil {
 			return notFound(err, "role binding %q", id)
 		}

@@ -211,16 +211,7 @@ func searchItems(ctx context.Context, tx pgx.Tx, q string, limit int, rs readSco
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var hits []SearchHit
-	for rows.Next() {
-		h := SearchHit{Kind: SearchItems}
-		if err := rows.Scan(&h.ID, &h.Key, &h.Title, &h.Type, &h.State, &h.Project, &h.Snippet, &h.Score); err != nil {
-			return nil, err
-		}
-		hits = append(hits, h)
-	}
-	return hits, rows.Err()
+	return collect(rows, scanItemHit)
 }
 
 // skillOrganizations are the organizations whose organization skills a
@@ -245,18 +236,7 @@ func searchSkills(ctx context.Context, tx pgx.Tx, q string, limit int, rs readSc
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var hits []SearchHit
-	for rows.Next() {
-		h := SearchHit{Kind: SearchSkills}
-		var kind, orgKey, projectKey string
-		if err := rows.Scan(&h.ID, &h.Name, &kind, &orgKey, &projectKey, &h.Snippet, &h.Score); err != nil {
-			return nil, err
-		}
-		h.Title, h.Scope = h.Name, scopeString(kind, orgKey, projectKey)
-		hits = append(hits, h)
-	}
-	return hits, rows.Err()
+	return collect(rows, scanSkillHit)
 }
 
 // projectOrganization is the organization of a project id, "" if none.
@@ -318,23 +298,15 @@ func (db *DB) SearchKnowledge(ctx context.Context, caller Caller, orgKey string,
 	if err != nil {
 		return nil, fmt.Errorf("store: search knowledge: %w", err)
 	}
-	hits := []KnowledgeHit{}
+	var hits []KnowledgeHit
 	err = db.searchTx(ctx, org.ID, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, knowledgeSearchSQL, q, limit, searchCandidate, org.ID, ks.Kind,
 			strings.ToUpper(ks.Project), nonNil(sem), rrfK, headlineOptions)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var h KnowledgeHit
-			if err := rows.Scan(&h.ID, &h.Kind, &h.Title, &h.Projects, &h.Items, &h.Version, &h.UpdatedAt,
-				&h.Snippet, &h.Score); err != nil {
-				return err
-			}
-			hits = append(hits, h)
-		}
-		return rows.Err()
+		hits, err = collect(rows, scanKnowledgeHit)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: search knowledge: %w", err)

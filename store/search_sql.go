@@ -1,6 +1,10 @@
 package store
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // The hybrid search statements. Each leg ranks at most $3 candidates; the
 // fused CTE sums 1/(k + rank) over the legs an id appears in (reciprocal
@@ -37,6 +41,13 @@ SELECT i.id, i.key, i.title, i.kind, i.state, p.key,
 FROM fused f JOIN items i ON i.id = f.id JOIN projects p ON p.id = i.project_id, q
 ORDER BY f.score DESC, i.key`
 
+// scanItemHit reads a row of itemSearchSQL.
+func scanItemHit(row pgx.Row) (SearchHit, error) {
+	h := SearchHit{Kind: SearchItems}
+	err := row.Scan(&h.ID, &h.Key, &h.Title, &h.Type, &h.State, &h.Project, &h.Snippet, &h.Score)
+	return h, err
+}
+
 // skillSearchSQL: $1 q, $2 limit, $3 candidates, $4 all, $5 organizations
 // whose organization skills are readable, $6 organizations whose project
 // skills are all readable, $7 project ids, $8 semantic ids, $9 k, $10
@@ -69,6 +80,15 @@ FROM fused f JOIN skills s ON s.id = f.id
 	LEFT JOIN organizations o ON o.id = s.organization_id LEFT JOIN projects p ON p.id = s.project_id, q
 ORDER BY f.score DESC, s.name`
 
+// scanSkillHit reads a row of skillSearchSQL.
+func scanSkillHit(row pgx.Row) (SearchHit, error) {
+	h := SearchHit{Kind: SearchSkills}
+	var kind, orgKey, projectKey string
+	err := row.Scan(&h.ID, &h.Name, &kind, &orgKey, &projectKey, &h.Snippet, &h.Score)
+	h.Title, h.Scope = h.Name, scopeString(kind, orgKey, projectKey)
+	return h, err
+}
+
 // knowledgeSearchSQL: $1 q, $2 limit, $3 candidates, $4 organization id,
 // $5 kind (empty: any), $6 project key (empty: any), $7 semantic ids, $8 k, $9 headline
 // options.
@@ -95,6 +115,13 @@ SELECT k.id, k.kind, k.title, k.projects, k.items, k.version, k.updated_at,
 	ts_headline('english', k.title || E'\n' || k.body, q.tsq, $9), f.score::float8
 FROM fused f JOIN knowledge_entries k ON k.id = f.id, q
 ORDER BY f.score DESC, k.updated_at DESC`
+
+// scanKnowledgeHit reads a row of knowledgeSearchSQL.
+func scanKnowledgeHit(row pgx.Row) (KnowledgeHit, error) {
+	var h KnowledgeHit
+	err := row.Scan(&h.ID, &h.Kind, &h.Title, &h.Projects, &h.Items, &h.Version, &h.UpdatedAt, &h.Snippet, &h.Score)
+	return h, err
+}
 
 // sortHits orders hits best first; ties go to items, then by title.
 func sortHits(h []SearchHit) {

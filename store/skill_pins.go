@@ -79,7 +79,7 @@ func effectiveSkills(ctx context.Context, q Querier, p Project) ([]EffectiveSkil
 	if err != nil {
 		return nil, err
 	}
-	skills, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Skill, error) { return scanSkill(r) })
+	skills, err := collect(rows, scanSkill)
 	if err != nil {
 		return nil, err
 	}
@@ -156,13 +156,27 @@ func (db *DB) ResolveSkill(ctx context.Context, caller Caller, projectKey, name 
 		Errorf(CodeNotFound, "skill %q is not available in project %s", name, p.Key))
 }
 
+// skillPinColumns are what scanSkillPin reads from skill_pins; a pin's
+// Project is the key of its project, set by the caller.
+const skillPinColumns = `name, version, disabled, updated_by, updated_at`
+
+func scanSkillPin(row pgx.Row) (SkillPin, error) {
+	var pin SkillPin
+	err := row.Scan(&pin.Name, &pin.Version, &pin.Disabled, &pin.UpdatedBy, &pin.UpdatedAt)
+	return pin, err
+}
+
 func projectPins(ctx context.Context, q Querier, p Project) ([]SkillPin, error) {
-	rows, err := q.Query(ctx, `SELECT $2::text, name, version, disabled, updated_by, updated_at
-		FROM skill_pins WHERE project_id = $1 ORDER BY name`, p.ID, p.Key)
+	rows, err := q.Query(ctx, `SELECT `+skillPinColumns+`
+		FROM skill_pins WHERE project_id = $1 ORDER BY name`, p.ID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[SkillPin])
+	pins, err := collect(rows, scanSkillPin)
+	for i := range pins {
+		pins[i].Project = p.Key
+	}
+	return pins, err
 }
 
 // SkillPins lists the project's pins by name (skill.read on the project).

@@ -42,6 +42,20 @@ type SkillVersion struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// skillVersionColumns are what scanSkillVersion reads from skill_versions;
+// skillVersionHeadColumns are the same with the body left out, for lists.
+// A version's Name is its skill's, set by the caller.
+const (
+	skillVersionColumns     = `skill_id, version, body, created_by, created_at`
+	skillVersionHeadColumns = `skill_id, version, '', created_by, created_at`
+)
+
+func scanSkillVersion(row pgx.Row) (SkillVersion, error) {
+	var v SkillVersion
+	err := row.Scan(&v.SkillID, &v.Version, &v.Body, &v.CreatedBy, &v.CreatedAt)
+	return v, err
+}
+
 // NewSkill is what CreateSkill needs.
 type NewSkill struct {
 	Name        string `json:"name"`
@@ -67,6 +81,7 @@ var skillNameRe = regexp.MustCompile(`^[a-z0-9-]{2,64}$`)
 // ValidSkillName reports whether name is 2-64 characters of [a-z0-9-].
 func ValidSkillName(name string) bool { return skillNameRe.MatchString(name) }
 
+// skillColumns are what scanSkill reads from skills s joined by skillFrom.
 const skillColumns = `s.id, s.name, s.scope_kind, COALESCE(s.organization_id::text, ''), COALESCE(s.project_id::text, ''),
 	COALESCE(o.key, ''), COALESCE(p.key, ''), s.description, s.draft, s.latest_version, s.created_by, s.created_at, s.updated_at`
 
@@ -234,7 +249,7 @@ func (db *DB) ListSkills(ctx context.Context, caller Caller, scope string) ([]Sk
 	if err != nil {
 		return nil, fmt.Errorf("store: list skills: %w", err)
 	}
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Skill, error) { return scanSkill(r) })
+	all, err := collect(rows, scanSkill)
 	if err != nil {
 		return nil, fmt.Errorf("store: list skills: %w", err)
 	}
@@ -313,14 +328,17 @@ func (db *DB) ListSkillVersions(ctx context.Context, caller Caller, id string) (
 	if err != nil {
 		return nil, fmt.Errorf("store: list skill versions: %w", err)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT skill_id, $2::text, version, '', created_by, created_at
-		FROM skill_versions WHERE skill_id = $1 ORDER BY version DESC`, s.ID, s.Name)
+	rows, err := db.pool.Query(ctx, `SELECT `+skillVersionHeadColumns+`
+		FROM skill_versions WHERE skill_id = $1 ORDER BY version DESC`, s.ID)
 	if err != nil {
 		return nil, fmt.Errorf("store: list skill versions: %w", err)
 	}
-	vs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[SkillVersion])
+	vs, err := collect(rows, scanSkillVersion)
 	if err != nil {
 		return nil, fmt.Errorf("store: list skill versions: %w", err)
+	}
+	for i := range vs {
+		vs[i].Name = s.Name
 	}
 	return vs, nil
 }
@@ -340,11 +358,11 @@ func (db *DB) GetSkillVersion(ctx context.Context, caller Caller, id string, n i
 }
 
 func skillVersion(ctx context.Context, q Querier, s Skill, n int) (SkillVersion, error) {
-	v := SkillVersion{SkillID: s.ID, Name: s.Name, Version: n}
-	err := q.QueryRow(ctx, `SELECT body, created_by, created_at FROM skill_versions WHERE skill_id = $1 AND version = $2`,
-		s.ID, n).Scan(&v.Body, &v.CreatedBy, &v.CreatedAt)
+	v, err := scanSkillVersion(q.QueryRow(ctx, `SELECT `+skillVersionColumns+`
+		FROM skill_versions WHERE skill_id = $1 AND version = $2`, s.ID, n))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SkillVersion{}, Errorf(CodeNotFound, "skill %q has no version %d (latest is %d)", s.Name, n, s.LatestVersion)
 	}
+	v.Name = s.Name
 	return v, err
 }

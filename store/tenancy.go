@@ -50,6 +50,43 @@ type RoleBinding struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// organizationColumns are what scanOrganization reads from organizations.
+const organizationColumns = `id, key, name, created_at, updated_at`
+
+func scanOrganization(row pgx.Row) (Organization, error) {
+	var o Organization
+	err := row.Scan(&o.ID, &o.Key, &o.Name, &o.CreatedAt, &o.UpdatedAt)
+	return o, err
+}
+
+// projectColumns are what scanProject reads from projects.
+const projectColumns = `id, organization_id, key, name, description, created_at, updated_at`
+
+func scanProject(row pgx.Row) (Project, error) {
+	var p Project
+	err := row.Scan(&p.ID, &p.OrganizationID, &p.Key, &p.Name, &p.Description, &p.CreatedAt, &p.UpdatedAt)
+	return p, err
+}
+
+// subjectColumns are what scanSubject reads from subjects.
+const subjectColumns = `id, kind, display_name, COALESCE(email, ''), created_at`
+
+func scanSubject(row pgx.Row) (Subject, error) {
+	var s Subject
+	err := row.Scan(&s.ID, &s.Kind, &s.DisplayName, &s.Email, &s.CreatedAt)
+	return s, err
+}
+
+// roleBindingColumns are what scanRoleBinding reads from role_bindings.
+const roleBindingColumns = `id, subject, role, scope_kind, COALESCE(organization_id::text, ''),
+	COALESCE(project_id::text, ''), created_at`
+
+func scanRoleBinding(row pgx.Row) (RoleBinding, error) {
+	var b RoleBinding
+	err := row.Scan(&b.ID, &b.Subject, &b.Role, &b.Scope.Kind, &b.Scope.OrganizationID, &b.Scope.ProjectID, &b.CreatedAt)
+	return b, err
+}
+
 var (
 	orgKeyRe     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,62}$`)
 	projectKeyRe = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,9}$`)
@@ -65,10 +102,10 @@ func (db *DB) CreateOrganization(ctx context.Context, key, name string, actor Ac
 	}
 	var o Organization
 	err := db.Tx(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `
+		var err error
+		o, err = scanOrganization(tx.QueryRow(ctx, `
 			INSERT INTO organizations (key, name) VALUES ($1, $2)
-			RETURNING id, key, name, created_at, updated_at`, key, name).
-			Scan(&o.ID, &o.Key, &o.Name, &o.CreatedAt, &o.UpdatedAt)
+			RETURNING `+organizationColumns, key, name))
 		if isUniqueViolation(err, "") {
 			return Errorf(CodeAlreadyExists, "organization %q already exists", key)
 		}
@@ -88,11 +125,8 @@ func (db *DB) CreateOrganization(ctx context.Context, key, name string, actor Ac
 
 // OrganizationByKey finds an organization by key (or id).
 func (db *DB) OrganizationByKey(ctx context.Context, keyOrID string) (Organization, error) {
-	var o Organization
-	err := db.pool.QueryRow(ctx, `
-		SELECT id, key, name, created_at, updated_at FROM organizations
-		WHERE key = $1 OR id::text = $1`, keyOrID).
-		Scan(&o.ID, &o.Key, &o.Name, &o.CreatedAt, &o.UpdatedAt)
+	o, err := scanOrganization(db.pool.QueryRow(ctx, `SELECT `+organizationColumns+` FROM organizations
+		WHERE key = $1 OR id::text = $1`, keyOrID))
 	if err != nil {
 		return Organization{}, fmt.Errorf("store: organization: %w", notFound(err, "organization %q", keyOrID))
 	}
@@ -109,11 +143,10 @@ func (db *DB) CreateProject(ctx context.Context, organizationID, key, name strin
 	}
 	var p Project
 	err := db.Tx(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `
+		var err error
+		p, err = scanProject(tx.QueryRow(ctx, `
 			INSERT INTO projects (organization_id, key, name) VALUES ($1, $2, $3)
-			RETURNING id, organization_id, key, name, description, created_at, updated_at`,
-			organizationID, key, name).
-			Scan(&p.ID, &p.OrganizationID, &p.Key, &p.Name, &p.Description, &p.CreatedAt, &p.UpdatedAt)
+			RETURNING `+projectColumns, organizationID, key, name))
 		if isUniqueViolation(err, "") {
 			return Errorf(CodeAlreadyExists, "project %q already exists", key)
 		}
@@ -133,11 +166,8 @@ func (db *DB) CreateProject(ctx context.Context, organizationID, key, name strin
 
 // ProjectByKey finds a project by key (or id).
 func (db *DB) ProjectByKey(ctx context.Context, keyOrID string) (Project, error) {
-	var p Project
-	err := db.pool.QueryRow(ctx, `
-		SELECT id, organization_id, key, name, description, created_at, updated_at FROM projects
-		WHERE key = $1 OR id::text = $1`, keyOrID).
-		Scan(&p.ID, &p.OrganizationID, &p.Key, &p.Name, &p.Description, &p.CreatedAt, &p.UpdatedAt)
+	p, err := scanProject(db.pool.QueryRow(ctx, `SELECT `+projectColumns+` FROM projects
+		WHERE key = $1 OR id::text = $1`, keyOrID))
 	if err != nil {
 		return Project{}, fmt.Errorf("store: project: %w", notFound(err, "project %q", keyOrID))
 	}
@@ -160,26 +190,23 @@ func (db *DB) EnsureSubject(ctx context.Context, s Subject) (Subject, error) {
 	}
 	// The common case, a subject that exists, is a read: no row lock, so
 	// that concurrent requests of one subject do not queue behind each other.
-	err := db.pool.QueryRow(ctx, `SELECT id, kind, display_name, COALESCE(email, ''), created_at
-		FROM subjects WHERE id = $1`, s.ID).Scan(&s.ID, &s.Kind, &s.DisplayName, &s.Email, &s.CreatedAt)
+	stored, err := scanSubject(db.pool.QueryRow(ctx, `SELECT `+subjectColumns+` FROM subjects WHERE id = $1`, s.ID))
 	if err == nil {
-		return s, nil
+		return stored, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return Subject{}, fmt.Errorf("store: ensure subject: %w", err)
 	}
 	// One upsert: when a concurrent request inserted the row first, the
 	// no-op update locks and returns that row, which DO NOTHING would not.
-	err = db.pool.QueryRow(ctx, `
+	stored, err = scanSubject(db.pool.QueryRow(ctx, `
 		INSERT INTO subjects (id, kind, display_name, email) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET id = subjects.id
-		RETURNING id, kind, display_name, COALESCE(email, ''), created_at`,
-		s.ID, s.Kind, s.DisplayName, email).
-		Scan(&s.ID, &s.Kind, &s.DisplayName, &s.Email, &s.CreatedAt)
+		RETURNING `+subjectColumns, s.ID, s.Kind, s.DisplayName, email))
 	if err != nil {
 		return Subject{}, fmt.Errorf("store: ensure subject: %w", err)
 	}
-	return s, nil
+	return stored, nil
 }
 
 // ValidateSubjectID reports why id cannot name a subject: empty, over 255
@@ -242,22 +269,14 @@ func (db *DB) CreateRoleBinding(ctx context.Context, subject string, role Role, 
 func (db *DB) Principal(ctx context.Context, subject string) (*Principal, error) {
 	p := &Principal{Subject: subject, Kind: ActorHuman}
 	_ = db.pool.QueryRow(ctx, `SELECT kind FROM subjects WHERE id = $1`, subject).Scan(&p.Kind)
-	rows, err := db.pool.Query(ctx, `
-		SELECT id, subject, role, scope_kind, COALESCE(organization_id::text, ''),
-		       COALESCE(project_id::text, ''), created_at
+	rows, err := db.pool.Query(ctx, `SELECT `+roleBindingColumns+`
 		FROM role_bindings WHERE subject = $1 ORDER BY created_at`, subject)
 	if err != nil {
 		return nil, fmt.Errorf("store: principal: %w", err)
 	}
-	p.Bindings, err = pgx.CollectRows(rows, scanRoleBinding)
+	p.Bindings, err = collect(rows, scanRoleBinding)
 	if err != nil {
 		return nil, fmt.Errorf("store: principal: %w", err)
 	}
 	return p, nil
-}
-
-func scanRoleBinding(row pgx.CollectableRow) (RoleBinding, error) {
-	var b RoleBinding
-	err := row.Scan(&b.ID, &b.Subject, &b.Role, &b.Scope.Kind, &b.Scope.OrganizationID, &b.Scope.ProjectID, &b.CreatedAt)
-	return b, err
 }

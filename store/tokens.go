@@ -28,6 +28,15 @@ type APIToken struct {
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 }
 
+// apiTokenColumns are what scanAPIToken reads from api_tokens.
+const apiTokenColumns = `id, subject, name, prefix, created_at, expires_at, revoked_at, last_used_at`
+
+func scanAPIToken(row pgx.Row) (APIToken, error) {
+	var t APIToken
+	err := row.Scan(&t.ID, &t.Subject, &t.Name, &t.Prefix, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt)
+	return t, err
+}
+
 func hashToken(secret string) []byte {
 	h := sha256.Sum256([]byte(secret))
 	return h[:]
@@ -47,16 +56,15 @@ func (db *DB) CreateAPIToken(ctx context.Context, subject, name string, ttl time
 		return "", APIToken{}, fmt.Errorf("store: create token: %w", err)
 	}
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
-	t := APIToken{Subject: subject, Name: name, Prefix: secret[:len(TokenPrefix)+6]}
 	var expires *time.Time
 	if ttl > 0 {
 		e := time.Now().Add(ttl)
 		expires = &e
 	}
-	err := db.pool.QueryRow(ctx, `
+	t, err := scanAPIToken(db.pool.QueryRow(ctx, `
 		INSERT INTO api_tokens (subject, name, token_hash, prefix, expires_at)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id, created_at, expires_at`,
-		subject, name, hashToken(secret), t.Prefix, expires).Scan(&t.ID, &t.CreatedAt, &t.ExpiresAt)
+		VALUES ($1, $2, $3, $4, $5) RETURNING `+apiTokenColumns,
+		subject, name, hashToken(secret), secret[:len(TokenPrefix)+6], expires))
 	if err != nil {
 		return "", APIToken{}, fmt.Errorf("store: create token: %w", err)
 	}
@@ -110,15 +118,10 @@ func (db *DB) RevokeAPIToken(ctx context.Context, subject, id string) error {
 
 // ListAPITokens lists subject's tokens, newest first.
 func (db *DB) ListAPITokens(ctx context.Context, subject string) ([]APIToken, error) {
-	rows, err := db.pool.Query(ctx, `
-		SELECT id, subject, name, prefix, created_at, expires_at, revoked_at, last_used_at
+	rows, err := db.pool.Query(ctx, `SELECT `+apiTokenColumns+`
 		FROM api_tokens WHERE subject = $1 ORDER BY created_at DESC`, subject)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (APIToken, error) {
-		var t APIToken
-		err := r.Scan(&t.ID, &t.Subject, &t.Name, &t.Prefix, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt)
-		return t, err
-	})
+	return collect(rows, scanAPIToken)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Usage is one metered model call made through the LLM gateway.
@@ -115,6 +117,19 @@ type UsageTotal struct {
 	Estimated int64 `json:"estimated"`
 }
 
+// usageTotalColumns are the sums scanUsageTotal reads after the group's
+// key, which a report selects first.
+const usageTotalColumns = `count(*), COALESCE(sum(input_tokens), 0)::bigint, COALESCE(sum(output_tokens), 0)::bigint,
+       COALESCE(sum(cache_read_tokens), 0)::bigint, COALESCE(sum(cache_write_tokens), 0)::bigint,
+       count(*) FILTER (WHERE estimated)`
+
+func scanUsageTotal(row pgx.Row) (UsageTotal, error) {
+	var t UsageTotal
+	err := row.Scan(&t.Key, &t.Requests, &t.InputTokens, &t.OutputTokens,
+		&t.CacheReadTokens, &t.CacheWriteTokens, &t.Estimated)
+	return t, err
+}
+
 // UsageReport sums a project's usage since a time, grouped by model, caller
 // or UTC day, in key order.
 func (db *DB) UsageReport(ctx context.Context, projectID string, group UsageGroup, since time.Time) ([]UsageTotal, error) {
@@ -130,9 +145,7 @@ func (db *DB) UsageReport(ctx context.Context, projectID string, group UsageGrou
 		return nil, Errorf(CodeInvalid, "group_by must be model, session or day, got %q", group)
 	}
 	rows, err := db.pool.Query(ctx, `
-SELECT `+key+` AS k, count(*), COALESCE(sum(input_tokens), 0)::bigint, COALESCE(sum(output_tokens), 0)::bigint,
-       COALESCE(sum(cache_read_tokens), 0)::bigint, COALESCE(sum(cache_write_tokens), 0)::bigint,
-       count(*) FILTER (WHERE estimated)
+SELECT `+key+` AS k, `+usageTotalColumns+`
 FROM usage
 WHERE project_id = $1 AND created_at >= $2
 GROUP BY k
@@ -140,17 +153,8 @@ ORDER BY k`, projectID, since)
 	if err != nil {
 		return nil, fmt.Errorf("store: usage report: %w", err)
 	}
-	defer rows.Close()
-	out := []UsageTotal{}
-	for rows.Next() {
-		var t UsageTotal
-		if err := rows.Scan(&t.Key, &t.Requests, &t.InputTokens, &t.OutputTokens,
-			&t.CacheReadTokens, &t.CacheWriteTokens, &t.Estimated); err != nil {
-			return nil, fmt.Errorf("store: usage report: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanUsageTotal)
+	if err != nil {
 		return nil, fmt.Errorf("store: usage report: %w", err)
 	}
 	return out, nil

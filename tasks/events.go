@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sethvargo/go-retry"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -124,7 +125,7 @@ func (h *EventHub) Stats() EventHubStats {
 // listen holds the LISTEN connection, reconnecting with backoff, and turns
 // notifications into organizations to read.
 func (h *EventHub) listen(ctx context.Context) {
-	backoff := listenBackoff
+	backoff := listenerBackoff()
 	for first := true; ; first = false {
 		cctx, cancel := context.WithTimeout(ctx, listenTimeout)
 		conn, err := h.db.ListenEvents(cctx, EventListenerName)
@@ -133,20 +134,20 @@ func (h *EventHub) listen(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			h.log.WarnContext(ctx, "event listener: connect", slog.Any("error", err), slog.Duration("retry_in", backoff))
+			d := nextWait(backoff)
+			h.log.WarnContext(ctx, "event listener: connect", slog.Any("error", err), slog.Duration("retry_in", d))
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-time.After(d):
 			}
-			backoff = min(2*backoff, listenMaxWait)
 			continue
 		}
 		if !first {
 			h.reconnects.Add(1)
 			h.log.InfoContext(ctx, "event listener reconnected; catching subscribers up")
 		}
-		backoff = listenBackoff
+		backoff = listenerBackoff()
 		h.markAll() // whatever was committed while nobody listened
 		err = h.wait(ctx, conn)
 		_ = conn.Close(context.Background())
@@ -155,6 +156,12 @@ func (h *EventHub) listen(ctx context.Context) {
 		}
 		h.log.WarnContext(ctx, "event listener: connection lost; reconnecting", slog.Any("error", err))
 	}
+}
+
+// listenerBackoff is the schedule of the listener's waits between failed
+// connects: doubling from listenBackoff up to listenMaxWait.
+func listenerBackoff() retry.Backoff {
+	return retry.WithCappedDuration(listenMaxWait, retry.NewExponential(listenBackoff))
 }
 
 // wait reads notifications until the connection fails.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-retry"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -154,7 +155,7 @@ func (h *Hub) Stats() HubStats {
 // blocking on one, and follows the subscription's confirmations.
 func (h *Hub) read(ctx context.Context) {
 	defer close(h.done)
-	backoff := 50 * time.Millisecond
+	var backoff retry.Backoff // nil while the connection is well
 	pinged := false
 	for {
 		ps := h.pubsub()
@@ -179,15 +180,17 @@ func (h *Hub) read(ctx context.Context) {
 			// go-redis reconnects (and resubscribes) on the next call.
 			h.log.WarnContext(ctx, "hub pub/sub connection lost; resubscribing", slog.Any("error", err))
 			h.lost(ctx)
+			if backoff == nil {
+				backoff = hubBackoff()
+			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-time.After(nextWait(backoff)):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		backoff, pinged = 50*time.Millisecond, false
+		backoff, pinged = nil, false
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			h.confirmed(ctx, m)
@@ -195,6 +198,18 @@ func (h *Hub) read(ctx context.Context) {
 			h.route(m)
 		}
 	}
+}
+
+// hubBackoff is the schedule of the hub's waits between resubscriptions
+// after a lost connection: doubling from 50ms up to 2s.
+func hubBackoff() retry.Backoff {
+	return retry.WithCappedDuration(2*time.Second, retry.NewExponential(50*time.Millisecond))
+}
+
+// nextWait is b's next wait; the schedules here never stop.
+func nextWait(b retry.Backoff) time.Duration {
+	d, _ := b.Next()
+	return d
 }
 
 // liveOutput is an output as published: a text delta may carry the length

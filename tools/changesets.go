@@ -159,7 +159,7 @@ func proposeChangesetTool() Tool {
 			if err := json.Unmarshal(raw, &doc); err != nil {
 				return nil, store.Errorf(store.CodeInvalid, "input: %v", err)
 			}
-			if path, found := findKey(doc, "", "policy"); found {
+			if path, found := findJSON(doc, "", func(s string, isKey bool) bool { return isKey && s == "policy" }); found {
 				return nil, store.Errorf(store.CodeInvalid,
 					"%s: the planner may not set a policy (review or merge mode); a human sets it. Remove it and propose again", path)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -110,7 +109,7 @@ func searchKnowledgeTool() Tool {
 			Name: "search_knowledge",
 			Description: "Search the organization's knowledge base (documents, decisions, notes, debt; shared by " +
 				"all its projects) by words, phrases or close spellings, best match first. Returns {results: [{id, kind, title, " +
-				"projects, items, version, updated_at, snippet}], count} without bodies; read one with get_knowledge. " +
+				"projects, items, version, updated_at, snippet, score}], count} without bodies; read one with get_knowledge. " +
 				"limit 1-50, default 20.",
 			InputSchema: mustSchema(object(schema{
 				"query": str("What to look for.", 1, maxSearchQuery),
@@ -128,23 +127,13 @@ func searchKnowledgeTool() Tool {
 			if err != nil {
 				return nil, err
 			}
-			type hit struct {
-				ID        string    `json:"id"`
-				Kind      string    `json:"kind"`
-				Title     string    `json:"title"`
-				Projects  []string  `json:"projects"`
-				Items     []string  `json:"items"`
-				Version   int       `json:"version"`
-				UpdatedAt time.Time `json:"updated_at"`
-				Snippet   string    `json:"snippet,omitempty"`
-			}
 			out := struct {
-				Results []hit `json:"results"`
-				Count   int   `json:"count"`
-			}{Results: make([]hit, 0, len(hits)), Count: len(hits)}
+				Results []store.KnowledgeHit `json:"results"`
+				Count   int                  `json:"count"`
+			}{Results: make([]store.KnowledgeHit, 0, len(hits)), Count: len(hits)}
 			for _, h := range hits {
-				out.Results = append(out.Results, hit{ID: h.ID, Kind: h.Kind, Title: h.Title, Projects: nonNil(h.Projects),
-					Items: nonNil(h.Items), Version: h.Version, UpdatedAt: h.UpdatedAt, Snippet: short(h.Snippet, 400)})
+				h.Projects, h.Items, h.Snippet = nonNil(h.Projects), nonNil(h.Items), short(h.Snippet, 400)
+				out.Results = append(out.Results, h)
 			}
 			return out, nil
 		}),
@@ -158,30 +147,24 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// knowledgeOut is a knowledge entry as the tools return it.
+// knowledgeOut is the store's knowledge entry as the tools return it: its
+// body cut at maxBodyChars with a note, or left out.
 type knowledgeOut struct {
-	ID            string    `json:"id"`
-	Kind          string    `json:"kind"`
-	Title         string    `json:"title"`
-	Body          *string   `json:"body,omitempty"`
-	BodyTruncated bool      `json:"body_truncated,omitempty"`
-	BodyChars     int       `json:"body_chars,omitempty"`
-	Projects      []string  `json:"projects"`
-	Items         []string  `json:"items"`
-	Version       int       `json:"version"`
-	CreatedBy     string    `json:"created_by"`
-	UpdatedBy     string    `json:"updated_by"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
-	Note          string    `json:"note,omitempty"`
+	store.KnowledgeEntry
+	// Body, being less nested, replaces the entry's own in JSON.
+	Body          *string `json:"body,omitempty"`
+	BodyTruncated bool    `json:"body_truncated,omitempty"`
+	BodyChars     int     `json:"body_chars,omitempty"`
+	Note          string  `json:"note,omitempty"`
 }
 
 func knowledgeOf(k store.KnowledgeEntry, withBody bool) knowledgeOut {
-	out := knowledgeOut{ID: k.ID, Kind: k.Kind, Title: k.Title, Projects: nonNil(k.Projects), Items: nonNil(k.Items),
-		Version: k.Version, CreatedBy: k.CreatedBy, UpdatedBy: k.UpdatedBy, CreatedAt: k.CreatedAt, UpdatedAt: k.UpdatedAt}
+	body := k.Body
+	k.Body, k.Projects, k.Items = "", nonNil(k.Projects), nonNil(k.Items)
+	out := knowledgeOut{KnowledgeEntry: k}
 	if withBody {
-		body, total, cut := clip(k.Body, maxBodyChars)
-		out.Body = &body
+		clipped, total, cut := clip(body, maxBodyChars)
+		out.Body = &clipped
 		if cut {
 			out.BodyTruncated, out.BodyChars = true, total
 			out.Note = cutNote("body", maxBodyChars, total)
@@ -197,8 +180,8 @@ func getKnowledgeTool() Tool {
 	return Tool{
 		Definition: Definition{
 			Name: "get_knowledge",
-			Description: "Read one knowledge entry by id (from search_knowledge): {id, kind, title, body (Markdown), " +
-				"projects, items, version, created_by, updated_by, created_at, updated_at}. " +
+			Description: "Read one knowledge entry by id (from search_knowledge): {id, organization_id, kind, title, " +
+				"body (Markdown), projects, items, version, created_by, updated_by, created_at, updated_at}. " +
 				fmt.Sprintf("Bodies longer than %d characters are cut (body_truncated, with a note): ", maxBodyChars) +
 				"then do not replace the body from the partial copy. Send version with update_knowledge.",
 			InputSchema: mustSchema(object(schema{

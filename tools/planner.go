@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -89,63 +90,32 @@ func decode(input json.RawMessage, v any) error {
 	if err := json.Unmarshal(input, &raw); err != nil {
 		return store.Errorf(store.CodeInvalid, "input: %v", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	if path, ok := findString(raw, "", func(s string) bool { return strings.ContainsRune(s, 0) }); ok {
+	if path, ok := findJSON(raw, "", func(s string, _ bool) bool { return strings.ContainsRune(s, 0) }); ok {
 		return store.Errorf(store.CodeInvalid, "%s: must not contain NUL characters (\\u0000)", path)
 	}
 	return Decode(input, v)
 }
 
-// findString walks decoded JSON for a string (value or key) matching bad and
-// returns its path, e.g. operations[2].create.title.
-func findString(v any, path string, bad func(string) bool) (string, bool) {
+// findJSON walks decoded JSON depth first, object keys in sorted order, and
+// returns the path of the first object key or string value that match
+// accepts (isKey tells which it is), e.g. operations[2].create.title.
+func findJSON(v any, path string, match func(s string, isKey bool) bool) (string, bool) {
 	switch x := v.(type) {
 	case string:
-		return path, bad(x)
+		return path, match(x, false)
 	case []any:
 		for i, e := range x {
-			if p, ok := findString(e, path+"["+strconv.Itoa(i)+"]", bad); ok {
+			if p, ok := findJSON(e, path+"["+strconv.Itoa(i)+"]", match); ok {
 				return p, true
 			}
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			p := joinPath(path, k)
-			if bad(k) {
+			if match(k, true) {
 				return p, true
 			}
-			if p, ok := findString(x[k], p, bad); ok {
-				return p, true
-			}
-		}
-	}
-	return "", false
-}
-
-// findKey returns the path of the first object key named key, at any depth.
-func findKey(v any, path, key string) (string, bool) {
-	switch x := v.(type) {
-	case []any:
-		for i, e := range x {
-			if p, ok := findKey(e, path+"["+strconv.Itoa(i)+"]", key); ok {
-				return p, true
-			}
-		}
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if k == key {
-				return joinPath(path, k), true
-			}
-			if p, ok := findKey(x[k], joinPath(path, k), key); ok {
+			if p, ok := findJSON(x[k], p, match); ok {
 				return p, true
 			}
 		}

@@ -21,7 +21,7 @@ func TestProposeRefusesPolicyBehindTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No DB: reaching the store would fail the test with an internal error.
-	env := Env{Caller: store.Caller{Actor: store.PlannerActor("s", "eng@example.com")}}
+	env := engineerEnv()
 	for _, in := range []string{
 		`{"title":"t","operations":[{"kind":"create_item","create":{"kind":"ticket","title":"t","policy":{"review_mode":"agent"}}}]}`,
 		`{"title":"t","operations":[{"kind":"update_item","update":{"item":"WEB-1","policy":{}}}]}`,
@@ -38,6 +38,16 @@ func TestProposeRefusesPolicyBehindTheSchema(t *testing.T) {
 	if err := p.CheckNoPolicy(); !store.IsCode(err, store.CodeInvalid) {
 		t.Fatalf("CheckNoPolicy = %v", err)
 	}
+}
+
+// engineerEnv is the planner acting for an engineer of project WEB, with
+// no database behind it.
+func engineerEnv() Env {
+	web := store.Project{ID: "p-web", OrganizationID: "o-acme", Key: "WEB"}
+	eng := &store.Principal{Subject: "eng@example.com", Kind: "human", Bindings: []store.RoleBinding{{
+		Subject: "eng@example.com", Role: store.RoleEngineer,
+		Scope: store.Scope{Kind: store.ScopeProject, OrganizationID: web.OrganizationID, ProjectID: web.ID}}}}
+	return Env{Project: web, Caller: store.Caller{Principal: eng, Actor: store.PlannerActor("s", eng.Subject)}}
 }
 
 func TestClip(t *testing.T) {

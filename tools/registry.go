@@ -55,6 +55,10 @@ type Result struct {
 // which receives the validated input.
 type Tool struct {
 	Definition
+	// Permission is what the human the planner acts for must hold on the
+	// session's project for the registry to run Call at all; the store
+	// functions Call uses check their own permissions again. Empty means
+	// the tool needs none of its own.
 	Permission store.Permission
 	Call       func(ctx context.Context, env Env, input json.RawMessage) (any, error)
 
@@ -131,6 +135,9 @@ func (r *Registry) Call(ctx context.Context, env Env, name string, input json.Ra
 	if err := t.schema.Validate(doc); err != nil {
 		return errorResult("invalid input: %s", describeSchemaError(err))
 	}
+	if err := permitted(env, t); err != nil {
+		return r.failure(ctx, env, t, err)
+	}
 	out, err := t.Call(ctx, env, input)
 	if err != nil {
 		return r.failure(ctx, env, t, err)
@@ -140,6 +147,17 @@ func (r *Registry) Call(ctx context.Context, env Env, name string, input json.Ra
 		return r.failure(ctx, env, t, err)
 	}
 	return Result{Text: string(b)}
+}
+
+// permitted is the registry's gate in front of every call: the human env
+// acts for must hold t's permission on env's project. A human who cannot
+// see the project's organization at all finds the project missing.
+func permitted(env Env, t *Tool) error {
+	if t.Permission == "" {
+		return nil
+	}
+	err := env.Caller.Authorize(t.Permission, env.Project.OrganizationID, env.Project.ID)
+	return namedNotFound(err, "project %s not found", env.Project.Key)
 }
 
 // failure turns an error into a result the model can act on.

@@ -179,7 +179,8 @@ func TestToolsHappyPath(t *testing.T) {
 		}},
 		{"search_knowledge", "search_knowledge", `{"query":"signed cookies","kind":"decision","limit":5}`, func(t *testing.T, f *fixture, o out) {
 			r := o["results"].([]any)
-			if len(r) != 1 || r[0].(map[string]any)["id"] != f.entry.ID || r[0].(map[string]any)["body"] != nil {
+			if len(r) != 1 || r[0].(map[string]any)["id"] != f.entry.ID || r[0].(map[string]any)["body"] != nil ||
+				fmt.Sprint(r[0].(map[string]any)["items"]) != "[WEB-3]" || r[0].(map[string]any)["title"] != f.entry.Title {
 				t.Fatalf("out = %v", o)
 			}
 		}},
@@ -192,7 +193,7 @@ func TestToolsHappyPath(t *testing.T) {
 		{"create_knowledge", "create_knowledge", `{"kind":"debt","title":"Checkout tests are flaky","body":"They time out on CI.","items":["web-5"]}`,
 			func(t *testing.T, f *fixture, o out) {
 				if fmt.Sprint(o["projects"]) != "[WEB]" || fmt.Sprint(o["items"]) != "[WEB-5]" || o["version"] != 1.0 ||
-					o["created_by"] != engSubject || o["updated_by"] != engSubject {
+					o["created_by"] != engSubject || o["updated_by"] != engSubject || o["body"] != nil {
 					t.Fatalf("out = %v", o)
 				}
 				k, err := f.db.GetKnowledge(context.Background(), store.HumanCaller(f.engineer), "acme", o["id"].(string))
@@ -201,7 +202,8 @@ func TestToolsHappyPath(t *testing.T) {
 				}
 			}},
 		{"update_knowledge", "update_knowledge", ``, func(t *testing.T, f *fixture, o out) {
-			if o["version"] != 2.0 || o["title"] != "Sessions use signed, rotating cookies" || o["updated_by"] != engSubject {
+			if o["version"] != 2.0 || o["title"] != "Sessions use signed, rotating cookies" || o["updated_by"] != engSubject ||
+				o["body"] != nil {
 				t.Fatalf("out = %v", o)
 			}
 			k, err := f.db.GetKnowledge(context.Background(), store.HumanCaller(f.engineer), "acme", f.entry.ID)

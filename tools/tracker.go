@@ -254,8 +254,9 @@ func searchProjectTool() Tool {
 				"kind":  enum("Search only items or only skills.", store.SearchItems, store.SearchSkills),
 			}, "query")),
 		},
-		// tracker.read for items; skill.read for skills (the store checks
-		// each kind it searches).
+		// tracker.read to run at all (every role that reads the tracker
+		// reads skills too); the store checks tracker.read for items and
+		// skill.read for skills on each kind it searches.
 		Permission: store.PermTrackerRead,
 		Call: typed(func(ctx context.Context, env Env, in input) (any, error) {
 			if strings.TrimSpace(in.Query) == "" {

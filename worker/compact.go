@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -79,14 +79,14 @@ func (r *run) compact(ctx context.Context, h store.History) (store.History, erro
 	}
 	msgs := toModel(earlier)
 	if h.Summary != "" {
-		msgs = append([]gateway.Message{{Role: gateway.RoleUser, Content: gateway.Content{
-			{Type: gateway.BlockText, Text: summaryMessage(h.Summary)}}}}, msgs...)
+		msgs = append([]llm.Message{{Role: llm.RoleUser, Content: llm.Content{
+			{Type: llm.BlockText, Text: summaryMessage(h.Summary)}}}}, msgs...)
 	}
-	msgs = append(msgs, gateway.Message{Role: gateway.RoleUser, Content: gateway.Content{{Type: gateway.BlockText, Text: compactionPrompt}}})
-	req := gateway.MessageRequest{
+	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: llm.Content{{Type: llm.BlockText, Text: compactionPrompt}}})
+	req := llm.MessageRequest{
 		Model:     r.w.planner.Model,
 		MaxTokens: r.w.planner.MaxTokens,
-		System:    gateway.Content{{Type: gateway.BlockText, Text: "You write faithful, compact summaries of planning conversations."}},
+		System:    llm.Content{{Type: llm.BlockText, Text: "You write faithful, compact summaries of planning conversations."}},
 		Messages:  repair(msgs),
 		Stream:    true,
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
@@ -73,7 +73,7 @@ func newEnv(t *testing.T, script string, opts ...envOption) *env {
 	reg, err := tools.NewRegistry(e.log, e.testTools()...)
 	must(t, err)
 	e.deps = worker.Deps{DB: db, Redis: rdb, Queue: e.queue, Publisher: pub, Tools: reg, Log: e.log,
-		Model: worker.GatewayModel{Client: gateway.NewClient(e.fake.URL(), []byte("test-key"), nil)}}
+		Model: worker.GatewayModel{Client: llm.NewClient(e.fake.URL(), []byte("test-key"), nil)}}
 	return e
 }
 

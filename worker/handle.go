@@ -10,7 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -183,9 +183,9 @@ func outcome(reason string) string {
 }
 
 // principal is who the gateway meters a turn's model calls to.
-func (r *run) principal() gateway.Principal {
+func (r *run) principal() llm.Principal {
 	s := r.claim.Session
-	return gateway.Principal{Subject: "planner:" + s.ID, Organization: s.OrganizationID, Project: s.ProjectID,
+	return llm.Principal{Subject: "planner:" + s.ID, Organization: s.OrganizationID, Project: s.ProjectID,
 		Session: s.ID, ActingFor: r.claim.Turn.Author}
 }
 

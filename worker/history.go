@@ -3,7 +3,7 @@ package worker
 import (
 	"strings"
 
-	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -13,19 +13,19 @@ import (
 const interruptedResult = "error: this tool call was interrupted before it completed and had no effect; call it again if it is still needed"
 
 // toModel converts stored messages to the Messages API form.
-func toModel(msgs []store.Message) []gateway.Message {
-	out := make([]gateway.Message, 0, len(msgs))
+func toModel(msgs []store.Message) []llm.Message {
+	out := make([]llm.Message, 0, len(msgs))
 	for _, m := range msgs {
-		gm := gateway.Message{Role: m.Role}
+		gm := llm.Message{Role: m.Role}
 		for _, b := range m.Content {
 			switch b.Type {
 			case store.BlockText:
-				gm.Content = append(gm.Content, gateway.ContentBlock{Type: gateway.BlockText, Text: b.Text})
+				gm.Content = append(gm.Content, llm.ContentBlock{Type: llm.BlockText, Text: b.Text})
 			case store.BlockToolUse:
-				gm.Content = append(gm.Content, gateway.ContentBlock{Type: gateway.BlockToolUse, ID: b.ToolUseID, Name: b.Name, Input: b.Input})
+				gm.Content = append(gm.Content, llm.ContentBlock{Type: llm.BlockToolUse, ID: b.ToolUseID, Name: b.Name, Input: b.Input})
 			case store.BlockToolResult:
-				gm.Content = append(gm.Content, gateway.ContentBlock{Type: gateway.BlockToolResult, ToolUseID: b.ToolUseID,
-					Content: gateway.Content{{Type: gateway.BlockText, Text: b.Text}}, IsError: b.IsError})
+				gm.Content = append(gm.Content, llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: b.ToolUseID,
+					Content: llm.Content{{Type: llm.BlockText, Text: b.Text}}, IsError: b.IsError})
 			}
 		}
 		out = append(out, gm)
@@ -34,15 +34,15 @@ func toModel(msgs []store.Message) []gateway.Message {
 }
 
 // fromModel converts a model answer's content to stored blocks.
-func fromModel(c gateway.Content) []store.Block {
+func fromModel(c llm.Content) []store.Block {
 	out := []store.Block{} // an empty answer is stored as [], never NULL
 	for _, b := range c {
 		switch b.Type {
-		case gateway.BlockText:
+		case llm.BlockText:
 			if b.Text != "" {
 				out = append(out, store.Block{Type: store.BlockText, Text: b.Text})
 			}
-		case gateway.BlockToolUse:
+		case llm.BlockToolUse:
 			input := b.Input
 			if len(input) == 0 {
 				input = []byte(`{}`)
@@ -58,12 +58,12 @@ func fromModel(c gateway.Content) []store.Block {
 // every tool call is answered (an unanswered one gets an error result saying
 // it was interrupted), results without their call drop, and results come
 // first in their message.
-func repair(msgs []gateway.Message) []gateway.Message {
-	var merged []gateway.Message
+func repair(msgs []llm.Message) []llm.Message {
+	var merged []llm.Message
 	for _, m := range msgs {
-		var blocks gateway.Content
+		var blocks llm.Content
 		for _, b := range m.Content {
-			if b.Type == gateway.BlockText && strings.TrimSpace(b.Text) == "" {
+			if b.Type == llm.BlockText && strings.TrimSpace(b.Text) == "" {
 				continue
 			}
 			blocks = append(blocks, b)
@@ -75,16 +75,16 @@ func repair(msgs []gateway.Message) []gateway.Message {
 			merged[n-1].Content = append(merged[n-1].Content, blocks...)
 			continue
 		}
-		merged = append(merged, gateway.Message{Role: m.Role, Content: blocks})
+		merged = append(merged, llm.Message{Role: m.Role, Content: blocks})
 	}
-	if len(merged) > 0 && merged[0].Role != gateway.RoleUser {
-		merged = append([]gateway.Message{{Role: gateway.RoleUser, Content: gateway.Content{
-			{Type: gateway.BlockText, Text: "(earlier conversation omitted)"}}}}, merged...)
+	if len(merged) > 0 && merged[0].Role != llm.RoleUser {
+		merged = append([]llm.Message{{Role: llm.RoleUser, Content: llm.Content{
+			{Type: llm.BlockText, Text: "(earlier conversation omitted)"}}}}, merged...)
 	}
-	var out []gateway.Message
+	var out []llm.Message
 	for i := 0; i < len(merged); i++ {
 		m := merged[i]
-		if m.Role == gateway.RoleUser {
+		if m.Role == llm.RoleUser {
 			var calls []string
 			if len(out) > 0 {
 				calls = toolCalls(out[len(out)-1])
@@ -97,22 +97,22 @@ func repair(msgs []gateway.Message) []gateway.Message {
 			continue
 		}
 		out = append(out, m)
-		if calls := toolCalls(m); len(calls) > 0 && (i+1 == len(merged) || merged[i+1].Role != gateway.RoleUser) {
+		if calls := toolCalls(m); len(calls) > 0 && (i+1 == len(merged) || merged[i+1].Role != llm.RoleUser) {
 			// No user message follows: answer the calls in one of our own.
-			out = append(out, gateway.Message{Role: gateway.RoleUser, Content: answer(nil, calls)})
+			out = append(out, llm.Message{Role: llm.RoleUser, Content: answer(nil, calls)})
 		}
 	}
 	return out
 }
 
 // toolCalls are the tool_use ids of an assistant message, in order.
-func toolCalls(m gateway.Message) []string {
-	if m.Role != gateway.RoleAssistant {
+func toolCalls(m llm.Message) []string {
+	if m.Role != llm.RoleAssistant {
 		return nil
 	}
 	var calls []string
 	for _, b := range m.Content {
-		if b.Type == gateway.BlockToolUse {
+		if b.Type == llm.BlockToolUse {
 			calls = append(calls, b.ID)
 		}
 	}
@@ -121,22 +121,22 @@ func toolCalls(m gateway.Message) []string {
 
 // answer puts a result for every call first, in the order of the calls in
 // content, and drops results that answer no call.
-func answer(content gateway.Content, calls []string) gateway.Content {
-	given := map[string]gateway.ContentBlock{}
-	var rest gateway.Content
+func answer(content llm.Content, calls []string) llm.Content {
+	given := map[string]llm.ContentBlock{}
+	var rest llm.Content
 	for _, b := range content {
-		if b.Type != gateway.BlockToolResult {
+		if b.Type != llm.BlockToolResult {
 			rest = append(rest, b)
 		} else if _, dup := given[b.ToolUseID]; !dup {
 			given[b.ToolUseID] = b
 		}
 	}
-	results := make(gateway.Content, 0, len(calls)+len(rest))
+	results := make(llm.Content, 0, len(calls)+len(rest))
 	for _, id := range calls {
 		b, ok := given[id]
 		if !ok {
-			b = gateway.ContentBlock{Type: gateway.BlockToolResult, ToolUseID: id, IsError: true,
-				Content: gateway.Content{{Type: gateway.BlockText, Text: interruptedResult}}}
+			b = llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: id, IsError: true,
+				Content: llm.Content{{Type: llm.BlockText, Text: interruptedResult}}}
 		}
 		results = append(results, b)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tools"
 )
@@ -159,7 +159,7 @@ func (r *run) fail(ctx context.Context, err error) (string, string, string) {
 	case ctx.Err() != nil:
 		return "", "", err.Error() // the handler decides: shutdown, lease lost
 	}
-	var api *gateway.APIError
+	var api *llm.APIError
 	if errors.As(err, &api) {
 		r.log.WarnContext(ctx, "model call refused", slog.Int("status", api.Status), slog.String("type", api.Type),
 			slog.String("message", api.Message))
@@ -185,10 +185,10 @@ func (r *run) cancelled(ctx context.Context) bool {
 // callModel streams one model answer, publishing text as it arrives, and
 // stores it with a tool_call output per tool call.
 func (r *run) callModel(ctx context.Context, h store.History) error {
-	req := gateway.MessageRequest{
+	req := llm.MessageRequest{
 		Model:     r.w.planner.Model,
 		MaxTokens: r.w.planner.MaxTokens,
-		System:    gateway.Content{{Type: gateway.BlockText, Text: r.system}},
+		System:    llm.Content{{Type: llm.BlockText, Text: r.system}},
 		Messages:  r.messages(h),
 		Tools:     r.toolDefs(),
 		Stream:    true,
@@ -226,20 +226,20 @@ func (r *run) callModel(ctx context.Context, h store.History) error {
 }
 
 // messages is the model's view: the summary, then the repaired history.
-func (r *run) messages(h store.History) []gateway.Message {
+func (r *run) messages(h store.History) []llm.Message {
 	msgs := toModel(h.Messages)
 	if h.Summary != "" {
-		msgs = append([]gateway.Message{{Role: gateway.RoleUser, Content: gateway.Content{
-			{Type: gateway.BlockText, Text: summaryMessage(h.Summary)}}}}, msgs...)
+		msgs = append([]llm.Message{{Role: llm.RoleUser, Content: llm.Content{
+			{Type: llm.BlockText, Text: summaryMessage(h.Summary)}}}}, msgs...)
 	}
 	return repair(msgs)
 }
 
-func (r *run) toolDefs() []gateway.Tool {
+func (r *run) toolDefs() []llm.Tool {
 	defs := r.w.d.Tools.Definitions()
-	out := make([]gateway.Tool, len(defs))
+	out := make([]llm.Tool, len(defs))
 	for i, d := range defs {
-		out[i] = gateway.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema}
+		out[i] = llm.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema}
 	}
 	return out
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -25,7 +25,7 @@ import (
 
 // Model is what a turn needs of the gateway: one streamed model call.
 type Model interface {
-	Call(ctx context.Context, who gateway.Principal, req gateway.MessageRequest, onText func(string)) (*gateway.MessageResponse, error)
+	Call(ctx context.Context, who llm.Principal, req llm.MessageRequest, onText func(string)) (*llm.MessageResponse, error)
 }
 
 // Toolbox is what a turn needs of the tools.

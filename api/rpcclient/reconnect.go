@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/sethvargo/go-retry"
 )
 
 // dialTimeout bounds one redial with its auth.
@@ -50,8 +52,10 @@ func (c *Client) run(cn *conn) {
 // redial dials until a connection is authenticated, the token is refused
 // or the client is closed.
 func (c *Client) redial() (*conn, error) {
-	for attempt := 0; ; attempt++ {
-		t := time.NewTimer(c.backoff(attempt))
+	b := c.backoff()
+	for {
+		wait, _ := b.Next()
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-c.closing:
@@ -87,15 +91,14 @@ func (c *Client) redial() (*conn, error) {
 // errClosed is why a client closed by Close ended.
 var errClosed = &CloseError{Code: 1000, Reason: "closed by the client"}
 
-// backoff is the wait before a redial: doubling from MinBackoff up to
-// MaxBackoff, each drawn between half and all of it.
-func (c *Client) backoff(attempt int) time.Duration {
-	d := c.opts.MinBackoff
-	for i := 0; i < attempt && d < c.opts.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, c.opts.MaxBackoff)
-	return d/2 + rand.N(d/2+1)
+// backoff is the schedule of one redial's waits: doubling from MinBackoff
+// up to MaxBackoff, each drawn between half and all of it.
+func (c *Client) backoff() retry.Backoff {
+	b := retry.WithCappedDuration(c.opts.MaxBackoff, retry.NewExponential(c.opts.MinBackoff))
+	return retry.BackoffFunc(func() (time.Duration, bool) {
+		d, _ := b.Next()
+		return d/2 + rand.N(d/2+1), false
+	})
 }
 
 // refused says whether err is the server refusing the token, which a

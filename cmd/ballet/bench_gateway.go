@@ -23,6 +23,7 @@ import (
 
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -151,7 +152,6 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	cfg := base
-	cfg.Fake = ""
 	// The bench's own fake upstream is the operator's: allow it.
 	cfg.AllowedUpstreams = append(slices.Clone(cfg.AllowedUpstreams), e.fake.URL())
 	cfg.SigningKey = benchHex(32)
@@ -180,7 +180,7 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 	go e.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
 	e.cleanup = append(e.cleanup, func() { _ = e.srv.Close() })
 	e.gwURL = "http://" + ln.Addr().String()
-	if e.token, err = gateway.Mint([]byte(cfg.SigningKey), gateway.Principal{Subject: "bench",
+	if e.token, err = llm.Mint([]byte(cfg.SigningKey), llm.Principal{Subject: "bench",
 		Organization: e.orgID, Project: projectID}, time.Hour); err != nil {
 		return nil, err
 	}

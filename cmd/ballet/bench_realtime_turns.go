@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -52,7 +52,7 @@ func (e *realtimeBench) startWorker(ctx context.Context, script string, start bo
 	pc.Skill = ""
 	w, err := worker.New(e.cfg.Worker, pc, e.cfg.Server.ShutdownTimeout, worker.Deps{DB: e.db, Redis: e.redis,
 		Queue: queue, Publisher: tasks.NewPublisher(e.redis, names, log), Tools: reg, Log: log,
-		Model: worker.GatewayModel{Client: gateway.NewClient(fake.URL(), []byte("bench"), nil)}})
+		Model: worker.GatewayModel{Client: llm.NewClient(fake.URL(), []byte("bench"), nil)}})
 	if err != nil {
 		fake.Close()
 		return nil, err

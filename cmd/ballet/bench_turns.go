@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -100,7 +100,7 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 	pc.Skill = ""
 	w, err := worker.New(rt.cfg.Worker, pc, rt.cfg.Server.ShutdownTimeout, worker.Deps{DB: rt.db, Redis: rt.rdb,
 		Queue: queue, Publisher: pub, Tools: reg, Log: log,
-		Model: worker.GatewayModel{Client: gateway.NewClient(fakeURL, []byte("bench"), nil)}})
+		Model: worker.GatewayModel{Client: llm.NewClient(fakeURL, []byte("bench"), nil)}})
 	if err != nil {
 		return nil, err
 	}

@@ -259,43 +259,24 @@ func setFromString(v reflect.Value, s string) error {
 	return nil
 }
 
-// Printable renders the effective configuration as TOML with secrets masked.
-func (c Config) Printable() string {
-	var b strings.Builder
-	section := ""
+// Printable renders the effective configuration as TOML, every key with
+// its value (an empty list as []), secrets masked.
+func (c Config) Printable() (string, error) {
 	for _, f := range fields(&c) {
-		sec, name := f.key[:strings.LastIndex(f.key, ".")], f.key[strings.LastIndex(f.key, ".")+1:]
-		if sec != section {
-			if section != "" {
-				b.WriteString("\n")
-			}
-			fmt.Fprintf(&b, "[%s]\n", sec)
-			section = sec
+		switch v := f.value; {
+		case f.secret && v.Kind() == reflect.String && !v.IsZero():
+			v.SetString(mask(v.String()))
+		case v.Kind() == reflect.Slice && v.IsNil():
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
 		}
-		fmt.Fprintf(&b, "%s = %s\n", name, render(f))
 	}
-	return b.String()
-}
-
-func render(f field) string {
-	v := f.value
-	if f.secret && !v.IsZero() {
-		return strconv.Quote(mask(v.String()))
+	var b strings.Builder
+	enc := toml.NewEncoder(&b)
+	enc.Indent = ""
+	if err := enc.Encode(c); err != nil {
+		return "", fmt.Errorf("config: print: %w", err)
 	}
-	if v.Type() == durationType {
-		return strconv.Quote(time.Duration(v.Int()).String())
-	}
-	switch v.Kind() {
-	case reflect.String:
-		return strconv.Quote(v.String())
-	case reflect.Slice:
-		parts := make([]string, v.Len())
-		for i := range v.Len() {
-			parts[i] = strconv.Quote(v.Index(i).String())
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	}
-	return fmt.Sprint(v.Interface())
+	return b.String(), nil
 }
 
 // configPath is --config, else BALLET_CONFIG.

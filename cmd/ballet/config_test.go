@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -135,5 +136,45 @@ func TestReadmeDocumentsEveryKey(t *testing.T) {
 		if !known[k] {
 			t.Errorf("README documents %s, which the code does not have", k)
 		}
+	}
+}
+
+// TestConfigPrintReadsBack: what config print writes is a configuration
+// file that loads to the same values (secrets aside), every key in it.
+func TestConfigPrintReadsBack(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig("", []string{"BALLET_REDIS_CLUSTER_ADDRS=a:1,b:2", "BALLET_SERVER_SHUTDOWN_TIMEOUT=90s",
+		"BALLET_GATEWAY_SIGNING_KEY=0123456789abcdef0123456789abcdef", "BALLET_AUTH_OIDC_ISSUER_URL=https://id.example.com", "BALLET_AUTH_OIDC_AUDIENCE=ballet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := cfg.Printable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "0123456789abcdef") || !strings.Contains(text, `signing_key = "********"`) {
+		t.Fatalf("secret not masked:\n%s", text)
+	}
+	for _, f := range fields(&cfg) {
+		name := f.key[strings.LastIndex(f.key, ".")+1:]
+		if !regexp.MustCompile(`(?m)^\s*` + name + ` = `).MatchString(text) {
+			t.Errorf("%s not printed", f.key)
+		}
+	}
+	back, err := LoadConfig(writeFile(t, text), nil)
+	if err != nil {
+		t.Fatalf("printed configuration does not load: %v\n%s", err, text)
+	}
+	back.Gateway.SigningKey = cfg.Gateway.SigningKey
+	// An empty list prints as [], which reads back as an empty list.
+	for _, c := range []*Config{&cfg, &back} {
+		for _, f := range fields(c) {
+			if f.value.Kind() == reflect.Slice && f.value.Len() == 0 {
+				f.value.Set(reflect.Zero(f.value.Type()))
+			}
+		}
+	}
+	if !reflect.DeepEqual(back, cfg) {
+		t.Fatalf("read back\n%+v\nwant\n%+v", back, cfg)
 	}
 }

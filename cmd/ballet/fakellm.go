@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 
+	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
 )
 
@@ -32,3 +34,34 @@ func runFakeLLM(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	return fakellm.ListenAndServe(ctx, *addr, s)
 }
+
+// fakeUpstream is the scripted fake model that gateway.fake names, served
+// on gateway.fake_addr as the gateway's fallback upstream.
+type fakeUpstream struct {
+	srv    *fakellm.Server
+	addr   string
+	script string
+	log    *slog.Logger
+}
+
+// newFakeUpstream loads the script; it starts nothing.
+func newFakeUpstream(cfg gateway.Config, log *slog.Logger) (*fakeUpstream, error) {
+	s, err := fakellm.Resolve(cfg.Fake)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.fake: %w", err)
+	}
+	return &fakeUpstream{srv: fakellm.New(s), addr: cfg.FakeAddr, script: cfg.Fake, log: log}, nil
+}
+
+// Start listens on gateway.fake_addr.
+func (f *fakeUpstream) Start() error {
+	if err := f.srv.StartOn(f.addr); err != nil {
+		return fmt.Errorf("gateway.fake_addr: %w", err)
+	}
+	f.log.Info("gateway answers calls without a provider credential from the scripted fake model",
+		slog.String("script", f.script), slog.String("url", f.srv.URL()))
+	return nil
+}
+
+// Stop closes the listener and its connections.
+func (f *fakeUpstream) Stop() { f.srv.Close() }

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 const gatewayTokenSynopsis = `admin gateway-token --org KEY [--project KEY] [--session ID] [--subject S] [--acting-for S] [--ttl 10m] [--json]
@@ -56,7 +56,7 @@ func runAdminGatewayToken(ctx context.Context, args []string, out io.Writer) err
 	if err != nil {
 		return fmt.Errorf("admin gateway-token: %w", err)
 	}
-	p := gateway.Principal{Subject: *subject, Organization: o.ID, Session: *session, ActingFor: *actingFor}
+	p := llm.Principal{Subject: *subject, Organization: o.ID, Session: *session, ActingFor: *actingFor}
 	projectKey := ""
 	if *project != "" {
 		pr, err := db.ProjectByKey(ctx, *project)
@@ -72,7 +72,7 @@ func runAdminGatewayToken(ctx context.Context, args []string, out io.Writer) err
 		p.Subject = "admin"
 	}
 	expires := time.Now().Add(*ttl).UTC().Truncate(time.Second)
-	token, err := gateway.Mint([]byte(cfg.Gateway.SigningKey), p, *ttl)
+	token, err := llm.Mint([]byte(cfg.Gateway.SigningKey), p, *ttl)
 	if err != nil {
 		return fmt.Errorf("admin gateway-token: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
@@ -43,20 +43,20 @@ func TestAdminGatewayTokenVerifies(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%q: %v", out, err)
 	}
-	p, err := gateway.VerifyToken([]byte(key), res.Token)
+	p, err := llm.VerifyToken([]byte(key), res.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := gateway.Principal{Subject: "planner:s-1", Organization: proj.OrganizationID, Project: proj.ID,
-		Session: "s-1", ActingFor: "alice@example.com", Capabilities: []string{gateway.CapabilityInvoke}}
+	want := llm.Principal{Subject: "planner:s-1", Organization: proj.OrganizationID, Project: proj.ID,
+		Session: "s-1", ActingFor: "alice@example.com", Capabilities: []string{llm.CapabilityInvoke}}
 	if p.Subject != want.Subject || p.Organization != want.Organization || p.Project != want.Project ||
-		p.Session != want.Session || p.ActingFor != want.ActingFor || !p.Can(gateway.CapabilityInvoke) {
+		p.Session != want.Session || p.ActingFor != want.ActingFor || !p.Can(llm.CapabilityInvoke) {
 		t.Errorf("principal = %+v, want %+v", p, want)
 	}
 	if res.Organization != "acme" || res.Project != "WEB" || time.Until(res.ExpiresAt) > 5*time.Minute {
 		t.Errorf("result = %+v", res)
 	}
-	if _, err := gateway.VerifyToken([]byte("another key"), res.Token); err == nil {
+	if _, err := llm.VerifyToken([]byte("another key"), res.Token); err == nil {
 		t.Error("the token verifies with another key")
 	}
 
@@ -65,7 +65,7 @@ func TestAdminGatewayTokenVerifies(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	p, err = gateway.VerifyToken([]byte(key), strings.TrimSpace(out))
+	p, err = llm.VerifyToken([]byte(key), strings.TrimSpace(out))
 	if err != nil || p.Subject != "admin" || p.Project != "" {
 		t.Fatalf("bare token: %+v, %v", p, err)
 	}

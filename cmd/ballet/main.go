@@ -143,6 +143,10 @@ func runConfig(_ context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(out, cfg.Printable())
+	text, err := cfg.Printable()
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, text)
 	return nil
 }

@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynqmon"
 
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -76,7 +76,7 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 		return nil, err
 	}
 	key := []byte(rt.cfg.Gateway.SigningKey)
-	client := gateway.NewClient(rt.cfg.Gateway.URL, key, nil)
+	client := llm.NewClient(rt.cfg.Gateway.URL, key, nil)
 	return worker.New(rt.cfg.Worker, rt.cfg.Planner, rt.cfg.Server.ShutdownTimeout, worker.Deps{
 		DB: rt.db, Redis: rt.rdb, Queue: rt.queue(), Publisher: tasks.NewPublisher(rt.rdb, rt.names(), rt.log),
 		Model: worker.GatewayModel{Client: client}, Tools: reg, Registry: rt.reg, Log: rt.log,
@@ -84,27 +84,48 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 }
 
 // gatewayService serves the gateway with health on gateway.addr; its metrics
-// are on the process's metrics listener.
+// are on the process's metrics listener. With gateway.fake it also serves
+// the scripted fake model on gateway.fake_addr, the gateway's fallback
+// upstream.
 type gatewayService struct {
-	gw  *gateway.Server
-	ops *opsServer
+	gw   *gateway.Server
+	ops  *opsServer
+	fake *fakeUpstream // nil without gateway.fake
 }
 
 func (rt *runtime) newGateway() (*gatewayService, error) {
-	gw, err := gateway.New(rt.cfg.Gateway, rt.db, rt.rdb, rt.reg, rt.log)
+	g := &gatewayService{}
+	var opts []gateway.Option
+	if rt.cfg.Gateway.Fake != "" {
+		f, err := newFakeUpstream(rt.cfg.Gateway, rt.log)
+		if err != nil {
+			return nil, err
+		}
+		g.fake = f
+		opts = append(opts, gateway.WithFallback(f.srv))
+	}
+	gw, err := gateway.New(rt.cfg.Gateway, rt.db, rt.rdb, rt.reg, rt.log, opts...)
 	if err != nil {
 		return nil, err
 	}
-	ops := newOpsServer(rt, "gateway", rt.cfg.Gateway.Addr)
-	ops.mux.Handle("/v1/", gw.Handler())
-	if u := gw.FakeURL(); u != "" {
-		rt.log.Info("gateway answers calls without a provider credential from the scripted fake model",
-			slog.String("script", rt.cfg.Gateway.Fake))
-	}
-	return &gatewayService{gw: gw, ops: ops}, nil
+	g.gw = gw
+	g.ops = newOpsServer(rt, "gateway", rt.cfg.Gateway.Addr)
+	g.ops.mux.Handle("/v1/", gw.Handler())
+	return g, nil
 }
 
-func (g *gatewayService) Start(ctx context.Context) error {
+// Start starts the fake model first: the gateway reads its URL when it starts.
+func (g *gatewayService) Start(ctx context.Context) (err error) {
+	if g.fake != nil {
+		if err := g.fake.Start(); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				g.fake.Stop()
+			}
+		}()
+	}
 	if err := g.gw.Start(ctx); err != nil {
 		return err
 	}
@@ -114,4 +135,7 @@ func (g *gatewayService) Start(ctx context.Context) error {
 func (g *gatewayService) Stop() {
 	g.ops.Stop()
 	g.gw.Stop()
+	if g.fake != nil {
+		g.fake.Stop()
+	}
 }

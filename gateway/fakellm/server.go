@@ -46,8 +46,12 @@ func New(script *Script) *Server {
 }
 
 // Start listens on a free loopback port and serves in the background.
-func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func (s *Server) Start() error { return s.StartOn("127.0.0.1:0") }
+
+// StartOn listens on addr (host:port; port 0 picks a free one) and serves
+// in the background.
+func (s *Server) StartOn(addr string) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("fakellm: start: %w", err)
 	}

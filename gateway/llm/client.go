@@ -1,4 +1,4 @@
-package gateway
+package llm
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/balletplanner/ballet/gateway/internal/sse"
 )
 
 // Client calls the gateway for workers: it mints a token per call and reads
@@ -52,7 +54,7 @@ func (c *Client) post(ctx context.Context, p Principal, req MessageRequest) (*ht
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+token)
-	hr.Header.Set("anthropic-version", anthropicVersion)
+	hr.Header.Set("anthropic-version", AnthropicVersion)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: call: %w", err)
@@ -66,7 +68,7 @@ func (c *Client) post(ctx context.Context, p Principal, req MessageRequest) (*ht
 
 func readAPIError(resp *http.Response) *APIError {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	e := &APIError{Status: resp.StatusCode, Type: errorTypeForStatus(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+	e := &APIError{Status: resp.StatusCode, Type: ErrorTypeForStatus(resp.StatusCode), Message: strings.TrimSpace(string(b))}
 	var eb ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Type != "" {
 		e.Type, e.Message = eb.Error.Type, eb.Error.Message
@@ -100,7 +102,7 @@ func (c *Client) Stream(ctx context.Context, p Principal, req MessageRequest) (*
 		cancel()
 		return nil, err
 	}
-	return &Stream{ctx: ctx, body: resp.Body, r: newSSEReader(resp.Body), cancel: cancel,
+	return &Stream{ctx: ctx, body: resp.Body, r: sse.NewReader(resp.Body), cancel: cancel,
 		msg: MessageResponse{Content: Content{}}, partial: map[int]*strings.Builder{}}, nil
 }
 
@@ -133,7 +135,7 @@ type Event struct {
 type Stream struct {
 	ctx     context.Context
 	body    io.ReadCloser
-	r       *sseReader
+	r       *sse.Reader
 	cancel  context.CancelFunc
 	msg     MessageResponse
 	partial map[int]*strings.Builder
@@ -146,7 +148,7 @@ type Stream struct {
 // an error (see Err).
 func (s *Stream) Next() bool {
 	for !s.done {
-		raw, err := s.r.next()
+		raw, err := s.r.Next()
 		if err != nil {
 			s.fail(err)
 			return false
@@ -184,14 +186,14 @@ type wireEvent struct {
 		Signature   string `json:"signature"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
-	Usage *usageFields `json:"usage"`
+	Usage *UsageDelta  `json:"usage"`
 	Error *ErrorDetail `json:"error"`
 }
 
-func (s *Stream) apply(raw sseEvent) (Event, bool) {
+func (s *Stream) apply(raw sse.Event) (Event, bool) {
 	var e wireEvent
-	if err := json.Unmarshal(raw.data, &e); err != nil {
-		s.done, s.err = true, fmt.Errorf("gateway: stream event %q: %w", raw.name, err)
+	if err := json.Unmarshal(raw.Data, &e); err != nil {
+		s.done, s.err = true, fmt.Errorf("gateway: stream event %q: %w", raw.Name, err)
 		return Event{}, false
 	}
 	switch e.Type {
@@ -244,7 +246,7 @@ func (s *Stream) apply(raw sseEvent) (Event, bool) {
 		}
 		b.Input = json.RawMessage(`{}`)
 		if p := s.partial[e.Index]; p != nil && strings.TrimSpace(p.String()) != "" {
-			b.Input = toolInput(p.String())
+			b.Input = ToolInput(p.String())
 		}
 		blk := *b
 		return Event{Type: EventToolUse, Index: e.Index, Block: &blk}, true
@@ -252,18 +254,13 @@ func (s *Stream) apply(raw sseEvent) (Event, bool) {
 		if e.Delta.StopReason != "" {
 			s.msg.StopReason = e.Delta.StopReason
 		}
-		if u := e.Usage; u != nil {
-			var m meter
-			m.usage = s.msg.Usage
-			m.apply(u)
-			s.msg.Usage = m.usage
-		}
+		e.Usage.ApplyTo(&s.msg.Usage)
 	case "message_stop":
 		s.done = true
 		return Event{Type: EventStop, StopReason: s.msg.StopReason, Usage: s.msg.Usage}, true
 	case "error":
 		s.done = true
-		ae := &APIError{Type: ErrAPI, Message: string(raw.data)}
+		ae := &APIError{Type: ErrAPI, Message: string(raw.Data)}
 		if e.Error != nil {
 			ae.Type, ae.Message = e.Error.Type, e.Error.Message
 		}

@@ -1,4 +1,8 @@
-package gateway
+// Package llm is the model-call API of Ballet's LLM gateway: the wire types
+// of the Anthropic Messages API that the gateway serves, the signed tokens a
+// caller presents, and the client workers call the gateway with. It holds no
+// server code, so that a caller links none.
+package llm
 
 import (
 	"bytes"
@@ -16,16 +20,18 @@ const (
 
 // Stop reasons of the Anthropic Messages API.
 const (
-	StopEndTurn      = "end_turn"
-	StopMaxTokens    = "max_tokens"
-	StopSequence     = "stop_sequence"
-	StopToolUse      = "tool_use"
-	StopPauseTurn    = "pause_turn"
-	StopRefusal      = "refusal"
-	RoleUser         = "user"
-	RoleAssistant    = "assistant"
-	anthropicVersion = "2023-06-01"
+	StopEndTurn   = "end_turn"
+	StopMaxTokens = "max_tokens"
+	StopSequence  = "stop_sequence"
+	StopToolUse   = "tool_use"
+	StopPauseTurn = "pause_turn"
+	StopRefusal   = "refusal"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
 )
+
+// AnthropicVersion is the anthropic-version header of the API served.
+const AnthropicVersion = "2023-06-01"
 
 // MessageRequest is the body of POST /v1/messages.
 type MessageRequest struct {
@@ -170,6 +176,49 @@ func (u Usage) Total() int64 {
 	return u.InputTokens + u.OutputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
 }
 
+// UsageDelta is the usage object of a stream event or an upstream answer:
+// the figures it leaves out are nil.
+type UsageDelta struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+// ApplyTo sets on u the figures d names (output_tokens is cumulative in
+// message_delta) and reports whether any of them is above zero: zeros are
+// placeholders, e.g. in a translated message_start. A nil d sets nothing.
+func (d *UsageDelta) ApplyTo(u *Usage) (reported bool) {
+	if d == nil {
+		return false
+	}
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+			reported = reported || *v > 0
+		}
+	}
+	set(&u.InputTokens, d.InputTokens)
+	set(&u.OutputTokens, d.OutputTokens)
+	set(&u.CacheCreationInputTokens, d.CacheCreationInputTokens)
+	set(&u.CacheReadInputTokens, d.CacheReadInputTokens)
+	return reported
+}
+
+// ToolInput is the input of a tool_use block from its JSON text: the text
+// itself when it is valid JSON, {} when empty, else the text wrapped as
+// {"_raw_arguments": text}.
+func ToolInput(args string) json.RawMessage {
+	if args == "" {
+		return json.RawMessage(`{}`)
+	}
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	b, _ := json.Marshal(map[string]string{"_raw_arguments": args})
+	return b
+}
+
 // MessageResponse is the answer of a non-streamed call, and the message
 // a stream assembles.
 type MessageResponse struct {
@@ -227,13 +276,8 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("gateway: %d %s: %s", e.Status, e.Type, e.Message)
 }
 
-func errorJSON(typ, msg string) []byte {
-	b, _ := json.Marshal(ErrorBody{Type: "error", Error: ErrorDetail{Type: typ, Message: msg}})
-	return b
-}
-
-// errorTypeForStatus names the Anthropic error type of an HTTP status.
-func errorTypeForStatus(status int) string {
+// ErrorTypeForStatus names the Anthropic error type of an HTTP status.
+func ErrorTypeForStatus(status int) string {
 	switch {
 	case status == 400 || status == 422:
 		return ErrInvalidRequest
@@ -251,26 +295,4 @@ func errorTypeForStatus(status int) string {
 		return ErrOverloaded
 	}
 	return ErrAPI
-}
-
-// statusForErrorType is the inverse of errorTypeForStatus, for error events
-// inside a stream.
-func statusForErrorType(typ string) int {
-	switch typ {
-	case ErrInvalidRequest:
-		return 400
-	case ErrAuthentication:
-		return 401
-	case ErrPermission:
-		return 403
-	case ErrNotFound:
-		return 404
-	case ErrTooLarge:
-		return 413
-	case ErrRateLimit:
-		return 429
-	case ErrOverloaded:
-		return 529
-	}
-	return 500
 }

@@ -1,4 +1,7 @@
-package gateway
+// Package sse reads and writes server-sent events, the framing of the
+// Anthropic Messages API's streamed answers (and of OpenAI's), for the
+// gateway server and its client.
+package sse
 
 import (
 	"bufio"
@@ -9,29 +12,27 @@ import (
 	"net/http"
 )
 
-// sseEvent is one server-sent event: its name and its data lines joined
-// with newlines.
-type sseEvent struct {
-	name string
-	data []byte
+// Event is one server-sent event: its name and its data lines joined with
+// newlines.
+type Event struct {
+	Name string
+	Data []byte
 }
 
-// errMalformed marks an upstream answer the gateway cannot read: 502.
-var errMalformed = errors.New("malformed upstream response")
-
-// sseReader reads server-sent events from a stream as they arrive.
-type sseReader struct {
+// Reader reads server-sent events from a stream as they arrive.
+type Reader struct {
 	r *bufio.Reader
 }
 
-func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 16<<10)}
+// NewReader returns a Reader of r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 16<<10)}
 }
 
-// next returns the next event with data; io.EOF at a clean end of the
+// Next returns the next event with data; io.EOF at a clean end of the
 // stream, io.ErrUnexpectedEOF when it ends inside an event.
-func (s *sseReader) next() (sseEvent, error) {
-	var ev sseEvent
+func (s *Reader) Next() (Event, error) {
+	var ev Event
 	var data bytes.Buffer
 	seen := false
 	for {
@@ -48,19 +49,19 @@ func (s *sseReader) next() (sseEvent, error) {
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if seen || len(line) > 0 {
-					return sseEvent{}, io.ErrUnexpectedEOF
+					return Event{}, io.ErrUnexpectedEOF
 				}
-				return sseEvent{}, io.EOF
+				return Event{}, io.EOF
 			}
-			return sseEvent{}, err
+			return Event{}, err
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
 			if seen && data.Len() > 0 {
-				ev.data = data.Bytes()
+				ev.Data = data.Bytes()
 				return ev, nil
 			}
-			ev, seen = sseEvent{}, false
+			ev, seen = Event{}, false
 			data.Reset()
 			continue
 		}
@@ -69,7 +70,7 @@ func (s *sseReader) next() (sseEvent, error) {
 		value = bytes.TrimPrefix(value, []byte(" "))
 		switch string(field) {
 		case "event":
-			ev.name = string(value)
+			ev.Name = string(value)
 		case "data":
 			if data.Len() > 0 {
 				data.WriteByte('\n')
@@ -79,26 +80,28 @@ func (s *sseReader) next() (sseEvent, error) {
 	}
 }
 
-// sseWriter forwards events to the caller, flushing each one.
-type sseWriter struct {
+// Writer forwards events to an HTTP response, flushing each one.
+type Writer struct {
 	w     io.Writer
 	flush func() error
 }
 
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
+// NewWriter returns a Writer of w.
+func NewWriter(w http.ResponseWriter) *Writer {
 	rc := http.NewResponseController(w)
-	return &sseWriter{w: w, flush: rc.Flush}
+	return &Writer{w: w, flush: rc.Flush}
 }
 
-func (s *sseWriter) write(ev sseEvent) error {
+// Write sends one event and flushes it.
+func (s *Writer) Write(ev Event) error {
 	var buf bytes.Buffer
-	buf.Grow(len(ev.data) + len(ev.name) + 16)
-	if ev.name != "" {
+	buf.Grow(len(ev.Data) + len(ev.Name) + 16)
+	if ev.Name != "" {
 		buf.WriteString("event: ")
-		buf.WriteString(ev.name)
+		buf.WriteString(ev.Name)
 		buf.WriteByte('\n')
 	}
-	for line := range bytes.SplitSeq(ev.data, []byte("\n")) {
+	for line := range bytes.SplitSeq(ev.Data, []byte("\n")) {
 		buf.WriteString("data: ")
 		buf.Write(line)
 		buf.WriteByte('\n')

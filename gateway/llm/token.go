@@ -1,4 +1,4 @@
-package gateway
+package llm
 
 import (
 	"crypto/rand"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -134,14 +133,3 @@ func isUUID(s string) bool {
 
 // Can reports whether the principal holds a capability.
 func (p Principal) Can(capability string) bool { return slices.Contains(p.Capabilities, capability) }
-
-// bearer extracts the token from Authorization: Bearer or x-api-key.
-func bearer(authorization, apiKey string) string {
-	if v, ok := strings.CutPrefix(authorization, "Bearer "); ok {
-		return strings.TrimSpace(v)
-	}
-	if v, ok := strings.CutPrefix(authorization, "bearer "); ok {
-		return strings.TrimSpace(v)
-	}
-	return strings.TrimSpace(apiKey)
-}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestImportsGoOneWay checks the import graph with `go list`: the worker
+// links only the gateway's client package, never the gateway server or the
+// fake model, and no production package links the fake model but cmd.
+func TestImportsGoOneWay(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/balletplanner/ballet"
+	tests := []struct {
+		pkg    string
+		banned []string
+		needed []string
+	}{
+		{"worker", []string{mod + "/gateway", mod + "/gateway/fakellm"}, []string{mod + "/gateway/llm"}},
+		{"gateway", []string{mod + "/gateway/fakellm"}, []string{mod + "/gateway/llm"}},
+		{"api", []string{mod + "/gateway/fakellm"}, nil},
+		{"gateway/llm", []string{mod + "/gateway", mod + "/store"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command("go", "list", "-deps", mod+"/"+tt.pkg).Output()
+			if err != nil {
+				var stderr []byte
+				if ee, ok := err.(*exec.ExitError); ok {
+					stderr = ee.Stderr
+				}
+				t.Fatalf("go list -deps %s: %v\n%s", tt.pkg, err, stderr)
+			}
+			deps := strings.Fields(string(out))
+			for _, b := range tt.banned {
+				if slices.Contains(deps, b) {
+					t.Errorf("%s links %s", tt.pkg, b)
+				}
+			}
+			for _, n := range tt.needed {
+				if !slices.Contains(deps, n) {
+					t.Errorf("%s does not link %s (go list gave %d packages)", tt.pkg, n, len(deps))
+				}
+			}
+		})
+	}
+}
