@@ -47,7 +47,11 @@ export function SessionPage(props: { project: string; id: string }) {
       },
     });
     if (rpc.state === "open") watch();
-    return off;
+    return () => {
+      off();
+      // Leaving the page ends its watch: the socket stays for the next one.
+      if (sub && rpc.state === "open") rpc.call("stream.unsubscribe", { subscription: sub }).catch(() => {});
+    };
   }, [props.id]);
 
   useEffect(() => end.current?.scrollIntoView({ block: "end" }), [tr.entries.length, tr.entries[tr.entries.length - 1]]);
