@@ -8,16 +8,24 @@ import (
 	"net"
 	"net/url"
 	"time"
+
+	"github.com/balletplanner/ballet/store"
 )
 
 // Config is the [server] section of the configuration.
 type Config struct {
 	// Addr is where the api listens.
 	Addr string `toml:"addr"`
-	// ShutdownTimeout is how long a stopping process gives running work.
+	// ShutdownTimeout is how long a stopping api gives its running requests
+	// and open sockets.
 	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
 	// BodyLimit caps request bodies, in bytes.
 	BodyLimit int `toml:"body_limit"`
+	// MaxQueuedTurns caps queued planner turns across all projects; a send
+	// beyond it is refused.
+	MaxQueuedTurns int `toml:"max_queued_turns"`
+	// MaxQueuedTurnsPerProject caps queued planner turns of one project.
+	MaxQueuedTurnsPerProject int `toml:"max_queued_turns_per_project"`
 	// RPCAllowedOrigins are the browser origins (scheme://host[:port])
 	// besides the api's own that may open /rpc; "*" allows every origin.
 	RPCAllowedOrigins []string `toml:"rpc_allowed_origins"`
@@ -41,6 +49,7 @@ type Config struct {
 // DefaultConfig returns the built-in server defaults of SPEC §1.
 func DefaultConfig() Config {
 	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20,
+		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000,
 		RPCAllowedOrigins: []string{}, RPCMaxConnections: defaultRPCMaxConnections, RPCHeartbeat: defaultRPCHeartbeat,
 		RPCAuthTimeout: defaultRPCAuthTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
 		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst}
@@ -57,7 +66,18 @@ func (c Config) Validate() error {
 	if c.BodyLimit < 1024 {
 		return fmt.Errorf("server.body_limit: must be at least 1024, got %d", c.BodyLimit)
 	}
+	if c.MaxQueuedTurns < 1 {
+		return fmt.Errorf("server.max_queued_turns: must be at least 1, got %d", c.MaxQueuedTurns)
+	}
+	if c.MaxQueuedTurnsPerProject < 1 {
+		return fmt.Errorf("server.max_queued_turns_per_project: must be at least 1, got %d", c.MaxQueuedTurnsPerProject)
+	}
 	return c.validateRPC()
+}
+
+// QueueLimits are the caps on queued turns that the api's sends enforce.
+func (c Config) QueueLimits() store.QueueLimits {
+	return store.QueueLimits{Total: c.MaxQueuedTurns, PerProject: c.MaxQueuedTurnsPerProject}
 }
 
 // Auth modes.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -74,13 +76,15 @@ func (s *scope) credential(model string) (upstreamCred, bool) {
 }
 
 // scopeCache caches resolved scopes for a short time, so a stream of calls
-// does not read Postgres each time.
+// does not read Postgres each time. Concurrent misses of one scope share one
+// lookup.
 type scopeCache struct {
 	src    scopeSource
 	sealer *Sealer
 	ttl    time.Duration
 	now    func() time.Time
 
+	flight  singleflight.Group
 	mu      sync.Mutex
 	entries map[string]scopeEntry
 }
@@ -90,6 +94,10 @@ type scopeEntry struct {
 	at time.Time
 }
 
+// get returns the scope of a project, from the cache while it is fresh.
+// A miss joins the lookup of its key already running, if any; each caller
+// waits for it only as long as its own ctx lasts, and the lookup itself is
+// not cut short by one caller leaving.
 func (c *scopeCache) get(ctx context.Context, organizationID, projectID string) (*scope, error) {
 	key := organizationID + "/" + projectID
 	now := c.now()
@@ -99,6 +107,24 @@ func (c *scopeCache) get(ctx context.Context, organizationID, projectID string) 
 	if ok && now.Sub(e.at) < c.ttl {
 		return e.s, nil
 	}
+	lookup := context.WithoutCancel(ctx)
+	ch := c.flight.DoChan(key, func() (any, error) {
+		return c.load(lookup, key, organizationID, projectID, now)
+	})
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("gateway: resolve scope: %w", ctx.Err())
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*scope), nil
+	}
+}
+
+// load reads a scope from its source, opens its credentials and caches it
+// under key as of now.
+func (c *scopeCache) load(ctx context.Context, key, organizationID, projectID string, now time.Time) (*scope, error) {
 	ls, err := c.src.ResolveLLMScope(ctx, organizationID, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: resolve scope: %w", err)
@@ -109,12 +135,12 @@ func (c *scopeCache) get(ctx context.Context, organizationID, projectID string) 
 			s.openErr = ErrNoCredentialsKey
 			continue
 		}
-		key, err := c.sealer.OpenCredential(cr)
+		apiKey, err := c.sealer.OpenCredential(cr)
 		if err != nil {
 			s.openErr = err
 			continue
 		}
-		s.creds = append(s.creds, upstreamCred{provider: cr.Provider, apiKey: key, baseURL: cr.BaseURL, project: cr.ProjectID != ""})
+		s.creds = append(s.creds, upstreamCred{provider: cr.Provider, apiKey: apiKey, baseURL: cr.BaseURL, project: cr.ProjectID != ""})
 	}
 	if c.ttl > 0 {
 		c.mu.Lock()

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/balletplanner/ballet/gateway/internal/sse"
 	"github.com/balletplanner/ballet/gateway/llm"
 )
@@ -82,13 +84,29 @@ func (s *Server) send(ctx context.Context, p provider, c *call) (*answer, error)
 	if err := p.prepare(c); err != nil {
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		last := attempt >= s.cfg.RetryMaxAttempts
+	var (
+		attempt int
+		asked   time.Duration // the wait the last answer asked for
+		lastErr error
+	)
+	backoff := s.retryBackoff()
+	// The wait before each retry: what the upstream asked for, else the
+	// backoff's next step (which advances either way, as attempts do).
+	waits := retry.BackoffFunc(func() (time.Duration, bool) {
+		wait := nextWait(backoff)
+		if asked > 0 {
+			wait = asked
+		}
+		s.log.DebugContext(ctx, "retrying upstream", "provider", c.provider, "attempt", attempt, "wait", wait, "error", lastErr)
+		return wait, false
+	})
+	return retry.DoValue(ctx, waits, func(ctx context.Context) (*answer, error) {
+		attempt++
 		a, retryable, wait, err := s.attempt(ctx, p, c)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !retryable || last || (wait > s.cfg.RetryMaxWait && s.cfg.RetryMaxWait > 0) {
+		if !retryable || attempt >= s.cfg.RetryMaxAttempts || (wait > s.cfg.RetryMaxWait && s.cfg.RetryMaxWait > 0) {
 			if err != nil {
 				return nil, err
 			}
@@ -97,19 +115,13 @@ func (s *Server) send(ctx context.Context, p provider, c *call) (*answer, error)
 		if a != nil && a.src != nil {
 			a.src.close()
 		}
-		if wait <= 0 {
-			wait = s.backoff(attempt)
+		if err == nil {
+			err = fmt.Errorf("upstream %s answered %d", c.provider, a.status)
 		}
+		asked, lastErr = wait, err
 		s.metrics.retries.WithLabelValues(c.provider).Inc()
-		s.log.DebugContext(ctx, "retrying upstream", "provider", c.provider, "attempt", attempt, "wait", wait, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
+		return nil, retry.RetryableError(err)
+	})
 }
 
 // attempt sends once; it reports whether a failure may be retried and the
@@ -168,14 +180,26 @@ func retryableStatus(status int) bool {
 	return status == http.StatusTooManyRequests || status >= 500
 }
 
-// backoff is exponential with equal jitter: half fixed, half random.
-func (s *Server) backoff(attempt int) time.Duration {
-	d := s.cfg.RetryInitialBackoff << min(attempt-1, 20)
-	if d > s.cfg.RetryMaxBackoff || d <= 0 {
-		d = s.cfg.RetryMaxBackoff
+// retryBackoff is the schedule of one call's retries: exponential from
+// gateway.retry_initial_backoff, capped at gateway.retry_max_backoff, each
+// wait drawn with equal jitter (half fixed, half random).
+func (s *Server) retryBackoff() retry.Backoff {
+	base := s.cfg.RetryInitialBackoff
+	if base <= 0 {
+		base = max(s.cfg.RetryMaxBackoff, time.Nanosecond)
 	}
-	half := d / 2
-	return half + rand.N(half+1)
+	capped := retry.WithCappedDuration(s.cfg.RetryMaxBackoff, retry.NewExponential(base))
+	return retry.BackoffFunc(func() (time.Duration, bool) {
+		d := nextWait(capped)
+		half := d / 2
+		return half + rand.N(half+1), false
+	})
+}
+
+// nextWait is b's next wait; the schedules here never stop.
+func nextWait(b retry.Backoff) time.Duration {
+	d, _ := b.Next()
+	return d
 }
 
 // retryAfter reads retry-after-ms or Retry-After (seconds or an HTTP date).

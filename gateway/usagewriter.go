@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -37,6 +39,13 @@ type usageWriter struct {
 }
 
 const maxUsageBackoff = 30 * time.Second
+
+// usageBackoff is the schedule of the writer's waits after failed writes:
+// twice the flush interval, doubling, up to 1024 intervals or
+// maxUsageBackoff, whichever is shorter.
+func usageBackoff(interval time.Duration) retry.Backoff {
+	return retry.WithCappedDuration(min(interval<<10, maxUsageBackoff), retry.NewExponential(max(2*interval, time.Nanosecond)))
+}
 
 func newUsageWriter(sink usageSink, log *slog.Logger, batch, capacity int, interval time.Duration) *usageWriter {
 	return &usageWriter{sink: sink, log: log, batch: batch, capacity: capacity, interval: interval,
@@ -82,6 +91,7 @@ func (w *usageWriter) run(ctx context.Context) {
 	t := time.NewTimer(w.interval)
 	defer t.Stop()
 	failures := 0
+	var backoff retry.Backoff // nil while Postgres takes the rows
 	for {
 		select {
 		case <-w.stop:
@@ -92,11 +102,14 @@ func (w *usageWriter) run(ctx context.Context) {
 		wait := w.interval
 		if err := w.flush(ctx); err != nil {
 			failures++
-			wait = min(w.interval<<min(failures, 10), maxUsageBackoff)
+			if backoff == nil {
+				backoff = usageBackoff(w.interval)
+			}
+			wait, _ = backoff.Next()
 			w.log.WarnContext(ctx, "usage rows not written; keeping them buffered",
 				slog.Int("pending", w.pending()), slog.Int("failures", failures), slog.Any("error", err))
 		} else {
-			failures = 0
+			failures, backoff = 0, nil
 		}
 		if !t.Stop() {
 			select {

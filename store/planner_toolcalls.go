@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -114,4 +115,83 @@ func HoldBindings(ctx context.Context, tx pgx.Tx, p *Principal) error {
 			"a role binding of %s was removed while the call ran; nothing was written", p.Subject)}
 	}
 	return nil
+}
+
+// ToolCall is the record that keeps a tool call from running twice.
+type ToolCall struct {
+	ToolUseID string
+	Name      string
+	Input     json.RawMessage
+	Done      bool
+	Result    string
+	IsError   bool
+}
+
+// toolCallStateColumns are what scanState reads from planner_tool_calls
+// into a call whose name and input the caller holds.
+const toolCallStateColumns = `status = 'done', COALESCE(result, ''), is_error`
+
+func (tc *ToolCall) scanState(row pgx.Row) error {
+	return row.Scan(&tc.Done, &tc.Result, &tc.IsError)
+}
+
+// ClaimToolCall records that the tool call is about to run. fresh is false
+// when it was claimed before (a resumed turn): the caller must not run it
+// again, and uses the stored result when Done.
+func (db *DB) ClaimToolCall(ctx context.Context, f Fence, toolUseID, name string, input json.RawMessage) (ToolCall, bool, error) {
+	tc := ToolCall{ToolUseID: toolUseID, Name: name, Input: input}
+	fresh := false
+	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, f.Session, toolUseID, f.Turn, name, input)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			fresh = true
+			return nil
+		}
+		return tc.scanState(tx.QueryRow(ctx, `SELECT `+toolCallStateColumns+` FROM planner_tool_calls
+			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, toolUseID))
+	})
+	if err != nil {
+		return ToolCall{}, false, fmt.Errorf("store: claim tool call: %w", err)
+	}
+	return tc, fresh, nil
+}
+
+// CompleteToolCall stores a tool call's result and its tool_result output.
+// A call whose result was stored before, with its effect (RecordToolResult),
+// keeps that one: the stored call is returned either way, with the outputs
+// this call added.
+func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) (ToolCall, []Output, error) {
+	var outs []Output
+	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
+		var ok bool
+		var err error
+		if outs, ok, err = completeToolCall(ctx, tx, f, tc); err != nil || ok {
+			return err
+		}
+		return tc.scanState(tx.QueryRow(ctx, `SELECT `+toolCallStateColumns+` FROM planner_tool_calls
+			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, tc.ToolUseID))
+	})
+	if err != nil {
+		return ToolCall{}, nil, fmt.Errorf("store: complete tool call: %w", err)
+	}
+	tc.Done = true
+	return tc, outs, nil
+}
+
+// UsedToolUseIDs returns which of ids the session has already claimed.
+func (db *DB) UsedToolUseIDs(ctx context.Context, sessionID string, ids []string) ([]string, error) {
+	rows, err := db.pool.Query(ctx, `SELECT tool_use_id FROM planner_tool_calls
+		WHERE session_id = $1 AND tool_use_id = ANY($2)`, sessionID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: used tool_use ids: %w", err)
+	}
+	used, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: used tool_use ids: %w", err)
+	}
+	return used, nil
 }

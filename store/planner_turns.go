@@ -12,13 +12,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Turn statuses.
+// TurnStatus is where a turn is in its life (planner_turns.status).
+type TurnStatus string
+
+// Turn statuses: queued until a worker claims it, running while one holds
+// the session's lease for it, then exactly one of done, cancelled, failed.
 const (
-	TurnQueued    = "queued"
-	TurnRunning   = "running"
-	TurnDone      = "done"
-	TurnCancelled = "cancelled"
-	TurnFailed    = "failed"
+	TurnQueued    TurnStatus = "queued"
+	TurnRunning   TurnStatus = "running"
+	TurnDone      TurnStatus = "done"
+	TurnCancelled TurnStatus = "cancelled"
+	TurnFailed    TurnStatus = "failed"
 )
 
 // Output types of SPEC §8; all but OutputText are stored with a cursor.
@@ -75,7 +79,7 @@ type Turn struct {
 	Position        int64      `json:"position"`
 	MessageSeq      int64      `json:"message_seq"`
 	Author          string     `json:"author"`
-	Status          string     `json:"status"`
+	Status          TurnStatus `json:"status"`
 	CancelRequested bool       `json:"cancel_requested"`
 	DoneReason      string     `json:"done_reason,omitempty"`
 	Rounds          int        `json:"rounds"`
@@ -182,10 +186,10 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 			return err
 		}
 		if lim.PerProject > 0 && inProject >= lim.PerProject {
-			return Errorf(CodeExhausted, "project %s already has %d queued planner turns (worker.max_queued_turns_per_project); wait for some to finish", s.Project, inProject)
+			return Errorf(CodeExhausted, "project %s already has %d queued planner turns (server.max_queued_turns_per_project); wait for some to finish", s.Project, inProject)
 		}
 		if lim.Total > 0 && total >= lim.Total {
-			return Errorf(CodeExhausted, "the planner queue is full (%d queued turns, worker.max_queued_turns); try again shortly", total)
+			return Errorf(CodeExhausted, "the planner queue is full (%d queued turns, server.max_queued_turns); try again shortly", total)
 		}
 		author := caller.Principal.Subject
 		content := []Block{{Type: BlockText, Text: text}}

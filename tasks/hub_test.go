@@ -220,7 +220,7 @@ func TestWatchJoinsMidRound(t *testing.T) {
 	third := e.watch(t, e.hub, tr.session, 4)
 	expect(t, third, "text(Next)")
 	// Once the turn is done, a joiner gets no running text.
-	outs, _, err := e.db.FinishTurn(context.Background(), tr.fence, store.TurnDone, store.ReasonEndTurn, "", nil)
+	outs, _, err := e.db.FinishTurn(context.Background(), tr.fence, store.TurnOutcome{Status: store.TurnDone, Reason: store.ReasonEndTurn}, nil)
 	must(t, err)
 	e.pub.Publish(context.Background(), outs...)
 	expect(t, first, "5:done")

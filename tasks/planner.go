@@ -18,7 +18,14 @@ type Planner struct {
 	log    *slog.Logger
 }
 
-// NewPlanner builds a Planner.
+// NoQueueLimits caps nothing: the limits of a Planner that never sends, such
+// as a worker's, which only enqueues a session's next turn. The api's sends
+// take the caps of its configuration (server.max_queued_turns and
+// server.max_queued_turns_per_project).
+var NoQueueLimits = store.QueueLimits{}
+
+// NewPlanner builds a Planner whose sends are refused beyond limits; a zero
+// cap is no cap.
 func NewPlanner(db *store.DB, queue *Queue, pub *Publisher, limits store.QueueLimits, log *slog.Logger) *Planner {
 	return &Planner{db: db, queue: queue, pub: pub, limits: limits, log: log}
 }

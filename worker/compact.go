@@ -49,26 +49,26 @@ func messageChars(m store.Message) int {
 // shouldCompact: compaction is on, the estimate is over the threshold, it
 // was not tried in this turn yet, and there is something before the current
 // turn to summarize — so a turn that alone is over the threshold never loops.
-func (r *run) shouldCompact(h store.History) bool {
-	at := r.w.planner.CompactAtTokens
-	if at <= 0 || r.compactedOnce {
+func (a *attempt) shouldCompact(h store.History) bool {
+	at := a.w.planner.CompactAtTokens
+	if at <= 0 || a.compactedOnce {
 		return false
 	}
-	if len(h.Messages) == 0 || h.Messages[0].Turn == r.fence.Turn {
+	if len(h.Messages) == 0 || h.Messages[0].Turn == a.fence.Turn {
 		return false // nothing before the current turn
 	}
-	return estimate(r.system, h) > int64(at)
+	return estimate(a.system, h) > int64(at)
 }
 
 // compact summarizes everything before the current turn (the earlier
 // summary included), stores the summary on the session and reloads the
 // history. A failure is logged and the turn goes on uncompacted.
-func (r *run) compact(ctx context.Context, h store.History) (store.History, error) {
-	r.compactedOnce = true
-	est := estimate(r.system, h)
+func (a *attempt) compact(ctx context.Context, h store.History) (store.History, error) {
+	a.compactedOnce = true
+	est := estimate(a.system, h)
 	var earlier []store.Message
 	for _, m := range h.Messages {
-		if m.Turn == r.fence.Turn {
+		if m.Turn == a.fence.Turn {
 			break
 		}
 		earlier = append(earlier, m)
@@ -84,13 +84,13 @@ func (r *run) compact(ctx context.Context, h store.History) (store.History, erro
 	}
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: llm.Content{{Type: llm.BlockText, Text: compactionPrompt}}})
 	req := llm.MessageRequest{
-		Model:     r.w.planner.Model,
-		MaxTokens: r.w.planner.MaxTokens,
+		Model:     a.w.planner.Model,
+		MaxTokens: a.w.planner.MaxTokens,
 		System:    llm.Content{{Type: llm.BlockText, Text: "You write faithful, compact summaries of planning conversations."}},
 		Messages:  repair(msgs),
 		Stream:    true,
 	}
-	resp, err := r.w.d.Model.Call(ctx, r.principal(), req, nil)
+	resp, err := a.w.d.Model.Call(ctx, a.principal(), req, nil)
 	summary := ""
 	if err == nil {
 		summary = resp.Content.Text()
@@ -99,16 +99,16 @@ func (r *run) compact(ctx context.Context, h store.History) (store.History, erro
 		if ctx.Err() != nil {
 			return h, ctx.Err()
 		}
-		r.log.WarnContext(ctx, "compaction failed; going on uncompacted", slog.Int64("estimated_tokens", est), slog.Any("error", err))
-		r.w.metrics.compactions.WithLabelValues("failed").Inc()
+		a.log.WarnContext(ctx, "compaction failed; going on uncompacted", slog.Int64("estimated_tokens", est), slog.Any("error", err))
+		a.w.metrics.compactions.WithLabelValues("failed").Inc()
 		return h, nil
 	}
-	outs, err := r.w.d.DB.SaveCompaction(context.WithoutCancel(ctx), r.fence, summary, upTo, r.claim.Turn.Position, est)
+	outs, err := a.w.d.DB.SaveCompaction(context.WithoutCancel(ctx), a.fence, summary, upTo, a.claim.Turn.Position, est)
 	if err != nil {
 		return h, err
 	}
-	r.w.d.Publisher.Publish(ctx, outs...)
-	r.w.metrics.compactions.WithLabelValues("ok").Inc()
-	r.log.InfoContext(ctx, "compacted", slog.Int64("up_to", upTo), slog.Int64("estimated_tokens", est))
-	return r.w.d.DB.LoadHistory(ctx, r.fence.Session, r.claim.Turn.Position)
+	a.w.d.Publisher.Publish(ctx, outs...)
+	a.w.metrics.compactions.WithLabelValues("ok").Inc()
+	a.log.InfoContext(ctx, "compacted", slog.Int64("up_to", upTo), slog.Int64("estimated_tokens", est))
+	return a.w.d.DB.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)
 }

@@ -16,10 +16,9 @@ type Config struct {
 	// Concurrency is how many turns one worker runs at once; turns wait on
 	// the model, so hundreds is normal.
 	Concurrency int `toml:"concurrency"`
-	// MaxQueuedTurns caps queued turns across all projects.
-	MaxQueuedTurns int `toml:"max_queued_turns"`
-	// MaxQueuedTurnsPerProject caps queued turns of one project.
-	MaxQueuedTurnsPerProject int `toml:"max_queued_turns_per_project"`
+	// ShutdownTimeout is how long a stopping worker gives its running turns
+	// before it cuts them off and hands them back.
+	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
 	// Lease is how long a session's turn lease lasts without renewal; a
 	// crashed worker's turn resumes elsewhere after it.
 	Lease time.Duration `toml:"lease"`
@@ -38,15 +37,14 @@ type Config struct {
 // DefaultConfig returns the built-in worker defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:                     ":8081",
-		Concurrency:              500,
-		MaxQueuedTurns:           10000,
-		MaxQueuedTurnsPerProject: 1000,
-		Lease:                    15 * time.Second,
-		HeartbeatInterval:        time.Second,
-		HeartbeatTimeout:         3 * time.Second,
-		TaskCheckInterval:        5 * time.Millisecond,
-		TurnTimeout:              30 * time.Minute,
+		Addr:              ":8081",
+		Concurrency:       500,
+		ShutdownTimeout:   10 * time.Second,
+		Lease:             15 * time.Second,
+		HeartbeatInterval: time.Second,
+		HeartbeatTimeout:  3 * time.Second,
+		TaskCheckInterval: 5 * time.Millisecond,
+		TurnTimeout:       30 * time.Minute,
 	}
 }
 
@@ -55,10 +53,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Concurrency < 1:
 		return fmt.Errorf("worker.concurrency: must be at least 1, got %d", c.Concurrency)
-	case c.MaxQueuedTurns < 1:
-		return fmt.Errorf("worker.max_queued_turns: must be at least 1, got %d", c.MaxQueuedTurns)
-	case c.MaxQueuedTurnsPerProject < 1:
-		return fmt.Errorf("worker.max_queued_turns_per_project: must be at least 1, got %d", c.MaxQueuedTurnsPerProject)
+	case c.ShutdownTimeout <= 0:
+		return errors.New("worker.shutdown_timeout: must be positive")
 	case c.Lease < time.Second:
 		return errors.New("worker.lease: must be at least 1s")
 	case c.HeartbeatInterval < 10*time.Millisecond:

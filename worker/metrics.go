@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
 
@@ -100,4 +101,13 @@ func (c *queueDepth) Collect(ch chan<- prometheus.Metric) {
 	for state, v := range c.cache {
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, v, c.q.Names().Queue(), state)
 	}
+}
+
+// outcome is the metrics label of a done reason.
+func outcome(reason string) string {
+	switch reason {
+	case store.ReasonCancelled, store.ReasonMaxRounds, store.ReasonError:
+		return reason
+	}
+	return "completed"
 }

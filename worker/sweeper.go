@@ -47,12 +47,14 @@ func newSweeper(db *store.DB, queue *tasks.Queue, every, forget time.Duration, l
 	return &sweeper{db: db, queue: queue, every: every, forget: forget, log: log, metrics: m}
 }
 
+// start sweeps every tick in the background until shutdown.
 func (s *sweeper) start(ctx context.Context) {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel, s.done = cancel, make(chan struct{})
 	go s.run(bg)
 }
 
+// shutdown stops the sweeps and waits for the one running, if any.
 func (s *sweeper) shutdown() {
 	if s.cancel == nil {
 		return
@@ -80,7 +82,7 @@ func (s *sweeper) run(ctx context.Context) {
 func (s *sweeper) sweepOnce(ctx context.Context) error {
 	stale, err := s.db.StaleLeases(ctx, 100)
 	if err != nil {
-		return err
+		return fmt.Errorf("worker: sweep: %w", err)
 	}
 	for _, r := range stale {
 		id, res, err := s.queue.EnqueueFresh(ctx, r.Session, r.Turn, fmt.Sprintf("%s:resume:%d", r.Turn, r.Token))
@@ -98,7 +100,7 @@ func (s *sweeper) sweepOnce(ctx context.Context) error {
 	// later) by exactly one worker's sweep, which enqueues it again.
 	heads, err := s.db.TakeDueHeads(ctx, headRecheck, 100)
 	if err != nil {
-		return err
+		return fmt.Errorf("worker: sweep: %w", err)
 	}
 	for _, h := range heads {
 		id, res, err := s.queue.EnqueueFresh(ctx, h.Session, h.Turn, h.Turn)
@@ -122,7 +124,9 @@ func (s *sweeper) sweepOnce(ctx context.Context) error {
 	}
 	if time.Since(s.lastForget) > s.forget {
 		s.lastForget = time.Now()
-		return s.db.ForgetWorkers(ctx, time.Now().Add(-s.forget))
+		if err := s.db.ForgetWorkers(ctx, time.Now().Add(-s.forget)); err != nil {
+			return fmt.Errorf("worker: sweep: %w", err)
+		}
 	}
 	return nil
 }

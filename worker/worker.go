@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,8 +45,13 @@ type Deps struct {
 	Log       *slog.Logger
 }
 
-// Worker is the asynq server that runs planner turns, with the sweeper that
-// resumes turns of crashed workers and the listener for cancel nudges.
+// Worker is the asynq server that runs planner turns, with its background
+// goroutines, one file each: the heartbeat (heartbeat.go), the sweeper that
+// resumes turns of crashed workers (sweeper.go), the listener for cancel
+// nudges (cancel.go). A turn's life: handle.go runs a task through claim
+// and lease (claim.go), the loop (loop.go) with its model calls (model.go),
+// tool calls (toolcalls.go) and compaction (compact.go), to its finish;
+// drain.go is what Stop does to the turns still running.
 type Worker struct {
 	cfg      Config
 	planner  PlannerConfig
@@ -61,20 +65,12 @@ type Worker struct {
 	prompts  promptCache
 
 	stopping atomic.Bool
-	mu       sync.Mutex
-	running  map[string]*runningTurn
+	running  *runningTurns
 	handlers inflight
 	beat     *heartbeat
 	sweeper  *sweeper
-	cancel   context.CancelFunc
-	sub      *redis.PubSub
-	wg       sync.WaitGroup
+	cancels  *cancelListener
 }
-
-// handBackTimeout bounds how long Stop waits, once asynq's shutdown timeout
-// has cut the running turns off, for their handlers to hand their leases
-// back and return; nothing they use is closed before.
-const handBackTimeout = 5 * time.Second
 
 // New builds a worker; shutdown is how long running turns get on Stop.
 func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Worker, error) {
@@ -90,10 +86,12 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	_, _ = rand.Read(suffix)
 	w := &Worker{cfg: cfg, planner: planner, shutdown: shutdown, d: d, log: d.Log, metrics: m,
 		id:      fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(suffix)),
-		running: map[string]*runningTurn{}}
-	w.planners = tasks.NewPlanner(d.DB, d.Queue, d.Publisher, store.QueueLimits{}, d.Log)
+		running: newRunningTurns(m)}
+	// The worker never sends: it only enqueues a session's next turn.
+	w.planners = tasks.NewPlanner(d.DB, d.Queue, d.Publisher, tasks.NoQueueLimits, d.Log)
 	w.beat = newHeartbeat(d.DB, w.id, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
 	w.sweeper = newSweeper(d.DB, d.Queue, cfg.HeartbeatInterval/2, max(time.Minute, cfg.Lease), d.Log, m)
+	w.cancels = newCancelListener(d.Redis, d.Queue.Names().CancelChannel(), w.running)
 	return w, nil
 }
 
@@ -121,68 +119,20 @@ func (w *Worker) Start(ctx context.Context) error {
 	mux := asynq.NewServeMux()
 	mux.Use(w.handlers.middleware)
 	mux.HandleFunc(tasks.TypeTurn, w.handle)
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.cancel = cancel
-	sub := w.d.Redis.Subscribe(bg, names.CancelChannel())
-	if _, err := sub.Receive(bg); err != nil {
-		cancel()
-		w.beat.shutdown(bg)
-		return fmt.Errorf("worker: subscribe to cancels: %w", err)
+	if err := w.cancels.start(context.WithoutCancel(ctx)); err != nil {
+		w.beat.shutdown(context.WithoutCancel(ctx))
+		return err
 	}
-	w.sub = sub
-	w.wg.Add(1)
-	go w.listenCancels(sub)
-	w.sweeper.start(bg)
+	w.sweeper.start(ctx)
 	if err := w.srv.Start(mux); err != nil {
 		w.sweeper.shutdown()
-		cancel()
-		_ = sub.Close()
-		w.wg.Wait()
+		w.cancels.shutdown()
 		w.beat.shutdown(context.WithoutCancel(ctx))
 		return fmt.Errorf("worker: start: %w", err)
 	}
 	w.log.InfoContext(ctx, "worker started", slog.String("worker", w.id), slog.String("queue", names.Queue()),
 		slog.Int("concurrency", w.cfg.Concurrency))
 	return nil
-}
-
-// Stop drains: running turns get the shutdown timeout, then are cut off,
-// hand their leases back and resume on another worker at once. Stop returns
-// only when its handlers have returned (or handBackTimeout passed), so the
-// caller may close what they use; a lease still held then is freed by
-// expiring this worker's heartbeat.
-func (w *Worker) Stop() {
-	w.stopping.Store(true)
-	if w.srv != nil {
-		// asynq requeues the tasks it cuts off and returns without waiting
-		// for their handlers.
-		w.srv.Shutdown()
-	}
-	if !w.handlers.wait(handBackTimeout) {
-		w.log.Warn("turns still running after the drain; their leases are freed by expiring the worker's heartbeat",
-			slog.String("worker", w.id), slog.Int("running", w.handlers.count()))
-	}
-	w.sweeper.shutdown()
-	if w.cancel != nil {
-		w.cancel()
-	}
-	if w.sub != nil {
-		_ = w.sub.Close()
-	}
-	w.wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	w.beat.shutdown(ctx)
-}
-
-// leaseLost stops every running turn: this worker could not beat for so
-// long that another may take its turns over.
-func (w *Worker) leaseLost() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, rt := range w.running {
-		rt.cancel(errLeaseLost)
-	}
 }
 
 // errLater asks asynq to try the task again soon; it is not a failure.
@@ -193,38 +143,6 @@ func retryDelay(n int, err error, _ *asynq.Task) time.Duration {
 		return min(time.Duration(n+1)*time.Second, 10*time.Second)
 	}
 	return min(time.Duration(1<<min(n, 5))*time.Second, 30*time.Second)
-}
-
-// listenCancels cancels running turns named on the cancel channel.
-func (w *Worker) listenCancels(sub *redis.PubSub) {
-	defer w.wg.Done()
-	for msg := range sub.Channel() {
-		w.mu.Lock()
-		rt := w.running[msg.Payload]
-		w.mu.Unlock()
-		if rt != nil {
-			rt.cancel(errCancelled)
-		}
-	}
-}
-
-// runningTurn is a turn this worker runs, and how to stop it.
-type runningTurn struct{ cancel context.CancelCauseFunc }
-
-func (w *Worker) track(turn string, cancel context.CancelCauseFunc) func() {
-	rt := &runningTurn{cancel: cancel}
-	w.mu.Lock()
-	w.running[turn] = rt
-	w.mu.Unlock()
-	w.metrics.running.Inc()
-	return func() {
-		w.mu.Lock()
-		if w.running[turn] == rt { // a resumed attempt may have replaced it
-			delete(w.running, turn)
-		}
-		w.mu.Unlock()
-		w.metrics.running.Dec()
-	}
 }
 
 // asynqLogger sends asynq's own logs to slog.
@@ -244,60 +162,4 @@ func (a asynqLogger) Error(args ...any) {
 }
 func (a asynqLogger) Fatal(args ...any) {
 	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
-}
-
-// inflight counts the handlers running, so that Stop can wait for them after
-// asynq's Shutdown has returned without doing so.
-type inflight struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0, while someone waits
-}
-
-func (f *inflight) middleware(next asynq.Handler) asynq.Handler {
-	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		f.mu.Lock()
-		f.n++
-		f.mu.Unlock()
-		defer f.done()
-		return next.ProcessTask(ctx, t)
-	})
-}
-
-func (f *inflight) done() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n--
-	if f.n == 0 && f.idle != nil {
-		close(f.idle)
-		f.idle = nil
-	}
-}
-
-func (f *inflight) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.n
-}
-
-// wait reports whether every handler returned within timeout.
-func (f *inflight) wait(timeout time.Duration) bool {
-	f.mu.Lock()
-	if f.n == 0 {
-		f.mu.Unlock()
-		return true
-	}
-	if f.idle == nil {
-		f.idle = make(chan struct{})
-	}
-	idle := f.idle
-	f.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-idle:
-		return true
-	case <-t.C:
-		return false
-	}
 }

@@ -50,7 +50,7 @@ func (e *realtimeBench) startWorker(ctx context.Context, script string, start bo
 	}
 	pc := e.cfg.Planner
 	pc.Skill = ""
-	w, err := worker.New(e.cfg.Worker, pc, e.cfg.Server.ShutdownTimeout, worker.Deps{DB: e.db, Redis: e.redis,
+	w, err := worker.New(e.cfg.Worker, pc, e.cfg.Worker.ShutdownTimeout, worker.Deps{DB: e.db, Redis: e.redis,
 		Queue: queue, Publisher: tasks.NewPublisher(e.redis, names, log), Tools: reg, Log: log,
 		Model: worker.GatewayModel{Client: llm.NewClient(fake.URL(), []byte("bench"), nil)}})
 	if err != nil {

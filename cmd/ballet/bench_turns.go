@@ -98,7 +98,7 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 	}
 	pc := rt.cfg.Planner
 	pc.Skill = ""
-	w, err := worker.New(rt.cfg.Worker, pc, rt.cfg.Server.ShutdownTimeout, worker.Deps{DB: rt.db, Redis: rt.rdb,
+	w, err := worker.New(rt.cfg.Worker, pc, rt.cfg.Worker.ShutdownTimeout, worker.Deps{DB: rt.db, Redis: rt.rdb,
 		Queue: queue, Publisher: pub, Tools: reg, Log: log,
 		Model: worker.GatewayModel{Client: llm.NewClient(fakeURL, []byte("bench"), nil)}})
 	if err != nil {

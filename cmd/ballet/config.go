@@ -126,7 +126,7 @@ func LoadConfig(path string, environ []string) (Config, error) {
 			for i, k := range und {
 				keys[i] = k.String()
 			}
-			return Config{}, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+			return Config{}, fmt.Errorf("config %s: %w", path, unknownKeys(keys))
 		}
 	}
 	if err := applyEnv(&cfg, environ); err != nil {
@@ -144,6 +144,48 @@ func describeTOMLError(err error) error {
 		return errors.New(strings.ReplaceAll(pe.Error(), "toml: ", ""))
 	}
 	return err
+}
+
+// movedKeys maps each key that moved to the section of the service that
+// uses it onto its new name. The old name is refused like any unknown key,
+// with a message naming the new one.
+var movedKeys = map[string]string{
+	"worker.max_queued_turns":             "server.max_queued_turns",
+	"worker.max_queued_turns_per_project": "server.max_queued_turns_per_project",
+}
+
+// unknownKeys is the error for keys of the file that the configuration
+// does not have: a moved key names its new key, the rest are listed.
+func unknownKeys(keys []string) error {
+	var msgs, unknown []string
+	for _, k := range keys {
+		if to, ok := movedKeys[k]; ok {
+			msgs = append(msgs, k+" moved to "+to)
+		} else {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		msgs = append(msgs, "unknown key "+strings.Join(unknown, ", "))
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// unknownEnv is the error for a BALLET_ variable that names no key; the
+// variable of a moved key names the new key and its variable.
+func unknownEnv(name string) error {
+	for from, to := range movedKeys {
+		if name == envName(from) {
+			return fmt.Errorf("environment variable %s: %s moved to %s; set %s", name, from, to, envName(to))
+		}
+	}
+	return fmt.Errorf("unknown environment variable %s", name)
+}
+
+// envName is the environment variable of a key: planner.max_rounds is
+// BALLET_PLANNER_MAX_ROUNDS.
+func envName(key string) string {
+	return "BALLET_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
 // field is one leaf key of the configuration.
@@ -175,8 +217,7 @@ func fields(cfg *Config) []field {
 				walk(fv, key)
 				continue
 			}
-			out = append(out, field{key: key, env: "BALLET_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_")),
-				value: fv, secret: sf.Tag.Get("secret") == "true"})
+			out = append(out, field{key: key, env: envName(key), value: fv, secret: sf.Tag.Get("secret") == "true"})
 		}
 	}
 	walk(reflect.ValueOf(cfg).Elem(), "")
@@ -204,7 +245,7 @@ func applyEnv(cfg *Config, environ []string) error {
 	for _, name := range names {
 		f, ok := byEnv[name]
 		if !ok {
-			return fmt.Errorf("config: unknown environment variable %s", name)
+			return fmt.Errorf("config: %w", unknownEnv(name))
 		}
 		if err := setFromString(f.value, vals[name]); err != nil {
 			return fmt.Errorf("config: %s (%s): %w", f.key, name, err)

@@ -33,6 +33,44 @@ func TestLoadConfigLayers(t *testing.T) {
 	}
 }
 
+// TestLoadConfigOwnership: the queue caps are the api's ([server]) and each
+// service has its own shutdown timeout, set apart from the other's.
+func TestLoadConfigOwnership(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "[server]\nmax_queued_turns = 7\nshutdown_timeout = \"3s\"\n[worker]\nshutdown_timeout = \"40s\"\n")
+	cfg, err := LoadConfig(path, []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Server.QueueLimits(); got.Total != 7 || got.PerProject != 2 {
+		t.Errorf("queue limits %+v, want 7 in all and 2 per project", got)
+	}
+	if cfg.Server.ShutdownTimeout != 3*time.Second || cfg.Worker.ShutdownTimeout != 40*time.Second {
+		t.Errorf("shutdown timeouts: server %v, worker %v; want 3s and 40s", cfg.Server.ShutdownTimeout, cfg.Worker.ShutdownTimeout)
+	}
+	def := DefaultConfig()
+	if got := def.Server.QueueLimits(); got.Total != 10000 || got.PerProject != 1000 || def.Worker.ShutdownTimeout != 10*time.Second {
+		t.Errorf("defaults: queue limits %+v, worker.shutdown_timeout %v", got, def.Worker.ShutdownTimeout)
+	}
+}
+
+// TestMovedKeysNameRealKeys: every moved key's new name is a key of the
+// configuration and its old name is not, so the message never points at
+// a key that would be refused too.
+func TestMovedKeysNameRealKeys(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	known := map[string]bool{}
+	for _, f := range fields(&cfg) {
+		known[f.key] = true
+	}
+	for from, to := range movedKeys {
+		if known[from] || !known[to] {
+			t.Errorf("%s moved to %s: the old key is known %v, the new key is known %v", from, to, known[from], known[to])
+		}
+	}
+}
+
 func TestLoadConfigRefusals(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -58,6 +96,16 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"bad metrics addr", "[metrics]\naddr = \"9090\"\n", nil, "metrics.addr: must be host:port"},
 		{"short metrics token", "", []string{"BALLET_METRICS_TOKEN=short"}, "metrics.token: must be at least 16 characters"},
 		{"metrics token with a space", "", []string{"BALLET_METRICS_TOKEN=0123456789 abcdef"}, "metrics.token: must be at least 16 characters without spaces"},
+		{"moved key", "[worker]\nmax_queued_turns = 5\n", nil, "worker.max_queued_turns moved to server.max_queued_turns"},
+		{"moved key beside an unknown one", "[worker]\nmax_queued_turns_per_project = 5\nconcurency = 3\n", nil,
+			"worker.max_queued_turns_per_project moved to server.max_queued_turns_per_project; unknown key worker.concurency"},
+		{"moved env", "", []string{"BALLET_WORKER_MAX_QUEUED_TURNS=5"},
+			"environment variable BALLET_WORKER_MAX_QUEUED_TURNS: worker.max_queued_turns moved to server.max_queued_turns; set BALLET_SERVER_MAX_QUEUED_TURNS"},
+		{"moved env per project", "", []string{"BALLET_WORKER_MAX_QUEUED_TURNS_PER_PROJECT=5"},
+			"worker.max_queued_turns_per_project moved to server.max_queued_turns_per_project; set BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT"},
+		{"no queued turns", "[server]\nmax_queued_turns = 0\n", nil, "server.max_queued_turns: must be at least 1, got 0"},
+		{"no queued turns per project", "", []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT=0"}, "server.max_queued_turns_per_project: must be at least 1, got 0"},
+		{"no worker drain", "[worker]\nshutdown_timeout = \"0s\"\n", nil, "worker.shutdown_timeout: must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

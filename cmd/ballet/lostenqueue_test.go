@@ -17,7 +17,7 @@ var lostEnqueues = flag.Int("lost-enqueues", 3,
 // over newStack's shorter test ones.
 func defaultWorkers(s *stack) []*process {
 	s.env = append(s.env, "BALLET_WORKER_LEASE=15s", "BALLET_WORKER_TASK_CHECK_INTERVAL=5ms",
-		"BALLET_SERVER_SHUTDOWN_TIMEOUT=10s")
+		"BALLET_WORKER_SHUTDOWN_TIMEOUT=10s")
 	return []*process{s.worker(), s.worker()}
 }
 
@@ -101,7 +101,7 @@ func TestLostEnqueueRunsOnceThroughTheSweeper(t *testing.T) {
 					t.Fatalf("turn %s: outputs %v; want one started and one done end_turn", tr.turn, outs)
 				}
 				r := s.turnRow(tr.turn)
-				if r.status != store.TurnDone || r.attempts != 1 {
+				if r.status != string(store.TurnDone) || r.attempts != 1 {
 					t.Fatalf("turn %s: status %s after %d attempts; want done after 1", tr.turn, r.status, r.attempts)
 				}
 				var started time.Time

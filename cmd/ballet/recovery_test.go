@@ -25,7 +25,7 @@ func TestRecoveryTime(t *testing.T) {
 	s := newStack(t, resumeScript)
 	// The defaults, over newStack's shorter test settings.
 	s.env = append(s.env, "BALLET_WORKER_LEASE=15s", "BALLET_WORKER_TASK_CHECK_INTERVAL=5ms",
-		"BALLET_SERVER_SHUTDOWN_TIMEOUT=10s")
+		"BALLET_WORKER_SHUTDOWN_TIMEOUT=10s")
 	workers := []*process{s.worker(), s.worker()}
 	ctx := context.Background()
 	var took []time.Duration

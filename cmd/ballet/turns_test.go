@@ -66,7 +66,7 @@ func newStack(t *testing.T, script string) *stack {
 		store.QueueLimits{Total: 10000, PerProject: 10000}, log)
 	s.env = []string{"BALLET_DATABASE_URL=" + dbURL, "BALLET_REDIS_URL=" + rc.URL, "BALLET_REDIS_NAMESPACE=" + rc.Namespace,
 		"BALLET_GATEWAY_URL=" + fake.URL(), "BALLET_GATEWAY_SIGNING_KEY=test-signing-key",
-		"BALLET_WORKER_LEASE=3s", "BALLET_WORKER_TASK_CHECK_INTERVAL=20ms", "BALLET_SERVER_SHUTDOWN_TIMEOUT=1s",
+		"BALLET_WORKER_LEASE=3s", "BALLET_WORKER_TASK_CHECK_INTERVAL=20ms", "BALLET_WORKER_SHUTDOWN_TIMEOUT=1s", "BALLET_SERVER_SHUTDOWN_TIMEOUT=1s",
 		"BALLET_LOG_LEVEL=warn"}
 	return s
 }
@@ -246,7 +246,7 @@ func TestKilledWorkersTurnResumesElsewhere(t *testing.T) {
 	survivor.stop(t)
 }
 
-// SIGTERM drains: the running turn gets server.shutdown_timeout, then is
+// SIGTERM drains: the running turn gets worker.shutdown_timeout, then is
 // handed back and finished by another worker; the stopped worker exits 0.
 func TestSigtermHandsTheTurnBack(t *testing.T) {
 	t.Parallel()

@@ -12,7 +12,6 @@ import (
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/llm"
-	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
 	"github.com/balletplanner/ballet/worker"
@@ -38,8 +37,7 @@ func (rt *runtime) queue() *tasks.Queue {
 func (rt *runtime) newAPI() (*api.Server, error) {
 	q := rt.queue()
 	pub := tasks.NewPublisher(rt.rdb, rt.names(), rt.log)
-	planner := tasks.NewPlanner(rt.db, q, pub, store.QueueLimits{Total: rt.cfg.Worker.MaxQueuedTurns,
-		PerProject: rt.cfg.Worker.MaxQueuedTurnsPerProject}, rt.log)
+	planner := tasks.NewPlanner(rt.db, q, pub, rt.cfg.Server.QueueLimits(), rt.log)
 	conn, err := rt.cfg.Redis.AsynqConnOpt()
 	if err != nil {
 		return nil, err
@@ -77,7 +75,7 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 	}
 	key := []byte(rt.cfg.Gateway.SigningKey)
 	client := llm.NewClient(rt.cfg.Gateway.URL, key, nil)
-	return worker.New(rt.cfg.Worker, rt.cfg.Planner, rt.cfg.Server.ShutdownTimeout, worker.Deps{
+	return worker.New(rt.cfg.Worker, rt.cfg.Planner, rt.cfg.Worker.ShutdownTimeout, worker.Deps{
 		DB: rt.db, Redis: rt.rdb, Queue: rt.queue(), Publisher: tasks.NewPublisher(rt.rdb, rt.names(), rt.log),
 		Model: worker.GatewayModel{Client: client}, Tools: reg, Registry: rt.reg, Log: rt.log,
 	})

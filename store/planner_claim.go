@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrLeaseLost means another worker took the session's turn lease: the
+// caller must stop writing for that turn at once.
+var ErrLeaseLost = errors.New("store: session lease lost")
+
+// Fence identifies the holder of a session's turn lease. Every write a
+// running turn makes checks it, so a worker that lost its lease (stalled,
+// partitioned) cannot write over its successor.
+type Fence struct {
+	Session string
+	Turn    string
+	Token   int64
+	// Human is the turn's author, whom the planner acts for.
+	Human string
+}
+
+// ClaimState says what ClaimTurn found.
+type ClaimState int
+
+// Claim outcomes.
+const (
+	// ClaimRun: the caller holds the lease and runs (or resumes) the turn.
+	ClaimRun ClaimState = iota
+	// ClaimFinished: the turn already ended; nothing to do.
+	ClaimFinished
+	// ClaimCancelled: the turn was cancelled before it started; Outputs
+	// holds its done output and Next the session's next turn to enqueue.
+	ClaimCancelled
+	// ClaimWaiting: an earlier turn of the session is still open; this one
+	// is enqueued again when that one ends.
+	ClaimWaiting
+	// ClaimBusy: another worker holds a live lease on the session.
+	ClaimBusy
+	// ClaimFailed: the turn was tried MaxTurnAttempts times without ending;
+	// it is ended as failed (Outputs, Next as for ClaimCancelled).
+	ClaimFailed
+)
+
+// MaxTurnAttempts bounds how often a turn is started or resumed: a turn that
+// fails the same way every time ends instead of calling the model forever.
+const MaxTurnAttempts = 10
+
+// Claim is the result of ClaimTurn.
+type Claim struct {
+	State   ClaimState
+	Fence   Fence
+	Turn    Turn
+	Session Session
+	// Outputs are stored outputs to publish (started, or done on cancel).
+	Outputs []Output
+	// Next is the session's next queued turn, when this claim ended one.
+	Next string
+}
+
+// ClaimTurn takes the session's turn lease for turnID, in arrival order:
+// only the oldest open turn of a session may run, and only while no other
+// worker holds a live lease. A new lease gets a fresh fencing token.
+func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Duration) (Claim, error) {
+	var c Claim
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
+		var leaseLive bool
+		var token int64
+		// A lease is live while it has not run out and its worker still
+		// beats: a killed worker's lease is free as soon as its beat expires.
+		err := tx.QueryRow(ctx, `SELECT s.lease_owner IS NOT NULL AND s.lease_expires_at > now()
+			AND NOT EXISTS (SELECT 1 FROM planner_workers w WHERE w.id = s.lease_owner AND w.expires_at <= now()),
+			s.lease_token
+			FROM planner_sessions s WHERE s.id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE OF s`,
+			turnID).Scan(&leaseLive, &token)
+		if err != nil {
+			return notFound(err, "turn %q", turnID)
+		}
+		// Read the turn under the session lock: cancel and finish take it too.
+		var earlier bool
+		t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
+			WHERE e.session_id = t.session_id AND e.position < t.position AND e.status IN ('queued', 'running'))
+			FROM planner_turns t WHERE id = $1`, turnID), &earlier)
+		if err != nil {
+			return err
+		}
+		c.Turn = t
+		if t.FinishedAt != nil {
+			c.State = ClaimFinished
+			return nil
+		}
+		switch {
+		case earlier:
+			c.State = ClaimWaiting
+			return nil
+		case leaseLive:
+			c.State = ClaimBusy
+			return nil
+		case t.CancelRequested && t.Status == TurnQueued:
+			c.State = ClaimCancelled
+			c.Outputs, c.Next, err = finishTurn(ctx, tx, t, TurnOutcome{Status: TurnCancelled, Reason: ReasonCancelled})
+			return err
+		case t.Attempts >= MaxTurnAttempts:
+			c.State = ClaimFailed
+			c.Outputs, c.Next, err = finishTurn(ctx, tx, t, TurnOutcome{Status: TurnFailed, Reason: ReasonError,
+				Err: fmt.Sprintf("The turn was stopped after %d attempts that did not complete. Send a new message to try again.", t.Attempts)})
+			return err
+		}
+		c.State = ClaimRun
+		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: token + 1, Human: t.Author}
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
+			lease_expires_at = now() + $4::interval WHERE id = $1`, t.Session, owner, c.Fence.Token, lease.String())
+		b.Queue(`UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
+			started_at = COALESCE(started_at, now()) WHERE id = $1`, t.ID)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if t.StartedAt == nil {
+			c.Outputs, err = appendOutputs(ctx, tx, t.Session, Output{Turn: t.ID, Type: OutputStarted})
+			if err != nil {
+				return err
+			}
+		}
+		c.Turn.Status, c.Turn.Attempts = TurnRunning, t.Attempts+1
+		c.Session, err = scanSession(tx.QueryRow(ctx, sessionSelect+` WHERE s.id = $1`, t.Session))
+		return err
+	})
+	if err != nil {
+		return Claim{}, fmt.Errorf("store: claim turn: %w", err)
+	}
+	return c, nil
+}
+
+// fenced runs fn in a transaction that holds the session row, if and only
+// if f still holds the lease.
+func (db *DB) fenced(ctx context.Context, f Fence, fn func(pgx.Tx) error) error {
+	return db.Tx(ctx, func(tx pgx.Tx) error {
+		if err := checkFence(ctx, tx, f); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// RenewLease extends the lease; ErrLeaseLost when another worker took it.
+func (db *DB) RenewLease(ctx context.Context, f Fence, lease time.Duration) error {
+	tag, err := db.pool.Exec(ctx, `UPDATE planner_sessions SET lease_expires_at = now() + $3::interval
+		WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL`, f.Session, f.Token, lease.String())
+	if err != nil {
+		return fmt.Errorf("store: renew lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// HandBack expires the lease at once, so that another worker resumes the
+// turn without waiting for it to run out (used on shutdown).
+func (db *DB) HandBack(ctx context.Context, f Fence) error {
+	_, err := db.pool.Exec(ctx, `UPDATE planner_sessions SET lease_expires_at = now()
+		WHERE id = $1 AND lease_token = $2`, f.Session, f.Token)
+	if err != nil {
+		return fmt.Errorf("store: hand back lease: %w", err)
+	}
+	return nil
+}

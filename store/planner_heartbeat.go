@@ -1,0 +1,37 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Beat records that worker id is alive until now + timeout; the leases it
+// holds stay live only while its beat does. The row is created on the first
+// beat (and again if it was cleaned up while the worker was away).
+func (db *DB) Beat(ctx context.Context, id string, timeout time.Duration) error {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO planner_workers (id, expires_at) VALUES ($1, now() + $2::interval)
+		ON CONFLICT (id) DO UPDATE SET beat_at = now(), expires_at = EXCLUDED.expires_at`, id, timeout.String()); err != nil {
+		return fmt.Errorf("store: worker beat: %w", err)
+	}
+	return nil
+}
+
+// StopBeating expires worker id at once: a stopping worker's leases that it
+// still holds are resumed elsewhere without waiting for them to run out.
+func (db *DB) StopBeating(ctx context.Context, id string) error {
+	if _, err := db.pool.Exec(ctx, `UPDATE planner_workers SET expires_at = now() WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("store: stop worker beat: %w", err)
+	}
+	return nil
+}
+
+// ForgetWorkers deletes the rows of workers whose beat expired before
+// before and that hold no lease any more.
+func (db *DB) ForgetWorkers(ctx context.Context, before time.Time) error {
+	if _, err := db.pool.Exec(ctx, `DELETE FROM planner_workers w WHERE w.expires_at < $1
+		AND NOT EXISTS (SELECT 1 FROM planner_sessions s WHERE s.lease_owner = w.id)`, before); err != nil {
+		return fmt.Errorf("store: forget workers: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// Cancel, end to end. POST /api/v1/planner/sessions/{id}/cancel (and the
+// realtime planner.cancel) reach tasks.Planner.Cancel, which commits
+// store.DB.CancelTurns: a queued turn ends there at once with done
+// "cancelled"; a running one gets the durable cancel_requested flag, and
+// its turn id is published on the cancel channel. This file is the worker's
+// side: the listener cancels the running turn's context with errCancelled
+// at once, and the turn checks the durable flag between steps in case the
+// nudge was lost. Either way the turn ends with outcomeCancelled.
+
+// errCancelled ends a turn's context when its cancel was asked for.
+var errCancelled = errors.New("turn cancelled")
+
+// outcomeCancelled ends a turn whose cancel was asked for.
+var outcomeCancelled = store.TurnOutcome{Status: store.TurnCancelled, Reason: store.ReasonCancelled}
+
+// cancelListener cancels the running turns named on the cancel channel, in
+// the background from start to shutdown.
+type cancelListener struct {
+	rdb     redis.UniversalClient
+	channel string
+	running *runningTurns
+
+	sub  *redis.PubSub
+	done chan struct{}
+}
+
+func newCancelListener(rdb redis.UniversalClient, channel string, running *runningTurns) *cancelListener {
+	return &cancelListener{rdb: rdb, channel: channel, running: running}
+}
+
+// start subscribes to the cancel channel, and returns once the subscription
+// is confirmed: no nudge published after start returns is missed.
+func (l *cancelListener) start(ctx context.Context) error {
+	sub := l.rdb.Subscribe(ctx, l.channel)
+	if _, err := sub.Receive(ctx); err != nil {
+		_ = sub.Close()
+		return fmt.Errorf("worker: subscribe to cancels: %w", err)
+	}
+	l.sub, l.done = sub, make(chan struct{})
+	go l.run()
+	return nil
+}
+
+func (l *cancelListener) run() {
+	defer close(l.done)
+	for msg := range l.sub.Channel() {
+		l.running.cancel(msg.Payload, errCancelled)
+	}
+}
+
+// shutdown closes the subscription and waits for the listener to return.
+func (l *cancelListener) shutdown() {
+	if l.sub == nil {
+		return
+	}
+	_ = l.sub.Close()
+	<-l.done
+}
+
+// runningTurns are the turns this worker runs, and how to stop each.
+type runningTurns struct {
+	mu      sync.Mutex
+	turns   map[string]*runningTurn
+	metrics *metrics
+}
+
+// runningTurn is a turn this worker runs, and how to stop it.
+type runningTurn struct{ cancel context.CancelCauseFunc }
+
+func newRunningTurns(m *metrics) *runningTurns {
+	return &runningTurns{turns: map[string]*runningTurn{}, metrics: m}
+}
+
+// track registers a running turn until the returned func is called.
+func (r *runningTurns) track(turn string, cancel context.CancelCauseFunc) func() {
+	rt := &runningTurn{cancel: cancel}
+	r.mu.Lock()
+	r.turns[turn] = rt
+	r.mu.Unlock()
+	r.metrics.running.Inc()
+	return func() {
+		r.mu.Lock()
+		if r.turns[turn] == rt { // a resumed attempt may have replaced it
+			delete(r.turns, turn)
+		}
+		r.mu.Unlock()
+		r.metrics.running.Dec()
+	}
+}
+
+// cancel stops the turn, if this worker runs it.
+func (r *runningTurns) cancel(turn string, cause error) {
+	r.mu.Lock()
+	rt := r.turns[turn]
+	r.mu.Unlock()
+	if rt != nil {
+		rt.cancel(cause)
+	}
+}
+
+// cancelAll stops every running turn.
+func (r *runningTurns) cancelAll(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rt := range r.turns {
+		rt.cancel(cause)
+	}
+}
+
+// cancelled reports whether the turn was cancelled: the nudge cancels ctx,
+// and the durable flag is checked between steps in case a nudge was lost.
+func (a *attempt) cancelled(ctx context.Context) bool {
+	if errors.Is(context.Cause(ctx), errCancelled) {
+		return true
+	}
+	yes, err := a.w.d.DB.CancelRequested(ctx, a.fence.Turn)
+	return err == nil && yes
+}
+
+// cancelledWhileCutOff reports whether a turn that asynq cut off was in fact
+// cancelled: asynq cannot tell the dashboard's cancel button from a lost
+// asynq lease, so only the durable flag makes it a cancel, and never while
+// the worker stops (then the turn is handed back and resumes).
+func (w *Worker) cancelledWhileCutOff(ctx context.Context, turn string) bool {
+	yes, err := w.d.DB.CancelRequested(context.WithoutCancel(ctx), turn)
+	return err == nil && yes && !w.stopping.Load()
+}

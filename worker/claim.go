@@ -1,0 +1,128 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
+)
+
+// Claim and lease. A turn runs only under its session's lease, taken in
+// arrival order with a fresh fencing token (store.DB.ClaimTurn): every write
+// the turn makes checks the token, so a worker that lost the lease cannot
+// write over its successor. The lease is renewed every lease/3 while the
+// turn runs, and handed back (expired at once) when a turn stops without
+// ending, so that another worker resumes it without waiting.
+
+// errLeaseLost ends a turn's context when another worker may hold its lease.
+var errLeaseLost = errors.New("session lease lost")
+
+// claim takes the session's lease for the task's turn. It returns the claim
+// and true when this worker is to run the turn; otherwise what asynq should
+// get: nil (ended already, or another worker runs it), errLater (an earlier
+// turn of the session is still open), asynq.RevokeTask (ended here:
+// cancelled before it started, or out of attempts), or an error to retry.
+func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, log *slog.Logger) (store.Claim, bool, error) {
+	claim, err := w.d.DB.ClaimTurn(ctx, p.Turn, w.id, w.cfg.Lease)
+	if err != nil {
+		if store.IsCode(err, store.CodeNotFound) {
+			log.WarnContext(ctx, "turn task for an unknown turn; dropped")
+			return store.Claim{}, false, asynq.RevokeTask
+		}
+		return store.Claim{}, false, err
+	}
+	switch claim.State {
+	case store.ClaimFinished:
+		return claim, false, nil
+	case store.ClaimBusy:
+		// Another worker runs it; if that worker dies, the sweeper resumes it.
+		return claim, false, nil
+	case store.ClaimWaiting:
+		return claim, false, errLater
+	case store.ClaimCancelled:
+		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
+		w.metrics.turns.WithLabelValues(outcome(store.ReasonCancelled)).Inc()
+		return claim, false, asynq.RevokeTask
+	case store.ClaimFailed:
+		log.ErrorContext(ctx, "turn ended after too many attempts", slog.Int("attempts", claim.Turn.Attempts))
+		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
+		w.metrics.turns.WithLabelValues(outcome(store.ReasonError)).Inc()
+		return claim, false, asynq.RevokeTask
+	}
+	w.d.Publisher.Publish(ctx, claim.Outputs...)
+	if claim.Turn.Attempts == 1 && claim.Turn.StartedAt == nil {
+		w.metrics.queueWait.Observe(time.Since(claim.Turn.CreatedAt).Seconds())
+	} else if claim.Turn.Attempts > 1 {
+		log.InfoContext(ctx, "resuming turn", slog.Int("attempt", claim.Turn.Attempts))
+	}
+	return claim, true, nil
+}
+
+// hold gives a claimed turn its context, for as long as the worker holds its
+// lease: it ends with errLeaseLost when the lease is lost, errCancelled on a
+// cancel nudge (cancel.go), errTimedOut after the turn timeout. release
+// stops the renewer and waits for it; the lease itself is released by the
+// turn's finish, or handed back.
+func (w *Worker) hold(ctx context.Context, f store.Fence) (tctx context.Context, release func()) {
+	tctx, cancel := context.WithCancelCause(ctx)
+	tctx, stopTimer := context.WithTimeoutCause(tctx, w.cfg.TurnTimeout, errTimedOut)
+	untrack := w.running.track(f.Turn, cancel)
+	renewDone := make(chan struct{})
+	go w.renew(tctx, f, cancel, renewDone)
+	return tctx, func() {
+		cancel(nil) // stops the renewer before we wait for it
+		<-renewDone
+		untrack()
+		stopTimer()
+	}
+}
+
+// renew keeps the lease alive; losing it stops the turn at once.
+func (w *Worker) renew(ctx context.Context, f store.Fence, cancel context.CancelCauseFunc, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(w.cfg.Lease / 3)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := w.d.DB.RenewLease(ctx, f, w.cfg.Lease)
+			switch {
+			case err == nil:
+				renewed = time.Now()
+			case errors.Is(err, store.ErrLeaseLost):
+				cancel(errLeaseLost)
+				return
+			case ctx.Err() == nil:
+				w.log.WarnContext(ctx, "renew lease", slog.String("turn", f.Turn), slog.Any("error", err))
+				// Stop before the lease can run out under us: another worker
+				// may take the turn over then.
+				if time.Since(renewed) > w.cfg.Lease-w.cfg.Lease/3 {
+					cancel(errLeaseLost)
+					return
+				}
+			}
+		}
+	}
+}
+
+// handBack expires the lease of a turn that stops without ending, so that
+// the next attempt, here or on another worker, claims it at once.
+func (w *Worker) handBack(ctx context.Context, f store.Fence, log *slog.Logger) {
+	if err := w.d.DB.HandBack(context.WithoutCancel(ctx), f); err != nil {
+		log.WarnContext(ctx, "hand back lease", slog.Any("error", err))
+	}
+}
+
+// leaseLost stops every running turn: this worker could not beat for so
+// long that another may take its turns over.
+func (w *Worker) leaseLost() {
+	w.running.cancelAll(errLeaseLost)
+}
