@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -171,7 +172,11 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var text strings.Builder
+			// The text a user sees: each round's deltas, then its stored
+			// message. A resume after a round's message was stored gets the
+			// message and not the rest of the deltas, so the deltas of a
+			// round must be a prefix of its message's text, never more.
+			var text, round strings.Builder
 			var cursor int64
 			var types []string
 			texts := 0
@@ -187,7 +192,7 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 					types = append(types, o.Type)
 				}
 				if o.Type == "text" {
-					text.WriteString(o.Text)
+					round.WriteString(o.Text)
 					texts++
 					if texts == 3 || texts == 60 { // in each round's text
 						p.cut()
@@ -196,12 +201,20 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 				if o.Type == "message" && o.Role == "" {
 					t.Fatalf("message output without its message: %+v", o)
 				}
+				if o.Type == "message" && o.Role == "assistant" {
+					said := messageText(t, o.Content)
+					if !strings.HasPrefix(said, round.String()) {
+						t.Fatalf("streamed %q, but the round's message says %q", round.String(), said)
+					}
+					text.WriteString(said)
+					round.Reset()
+				}
 				if o.Type == "done" {
 					break
 				}
 			}
-			if want := reconnectAnswer + reconnectFinal; text.String() != want {
-				t.Fatalf("text across reconnects:\n%q\nwant\n%q", text.String(), want)
+			if want := reconnectAnswer + reconnectFinal; text.String() != want || round.Len() != 0 {
+				t.Fatalf("text across reconnects:\n%q (and %q after the last message)\nwant\n%q", text.String(), round.String(), want)
 			}
 			if got, want := strings.Join(types, ","), "queued,started,message,tool_call,tool_result,message,message,done"; got != want {
 				t.Fatalf("stored outputs %s, want %s", got, want)
@@ -262,4 +275,23 @@ func TestRPCClientSendAcrossAReconnect(t *testing.T) {
 	if err := <-errc; !errors.Is(err, rpcclient.ErrDisconnected) {
 		t.Fatalf("ping on a lost connection: %v, want ErrDisconnected", err)
 	}
+}
+
+// messageText joins the text blocks of a stored message's content.
+func messageText(t *testing.T, content json.RawMessage) string {
+	t.Helper()
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(content, &blocks); err != nil {
+		t.Fatalf("message content %s: %v", content, err)
+	}
+	var b strings.Builder
+	for _, bl := range blocks {
+		if bl.Type == "text" {
+			b.WriteString(bl.Text)
+		}
+	}
+	return b.String()
 }
