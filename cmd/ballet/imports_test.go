@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -46,5 +47,48 @@ func TestImportsGoOneWay(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadmeImportGraph checks that the import graph the README shows is
+// the one `go list` gives, for every package it names.
+func TestReadmeImportGraph(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/balletplanner/ballet/"
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- import graph -->\n```\n")
+	if !ok {
+		t.Fatal("README has no import graph block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		pkg, imports, ok := strings.Cut(line, " →")
+		if !ok {
+			t.Fatalf("README import graph line %q", line)
+		}
+		var want []string
+		for _, imp := range strings.Split(imports, ",") {
+			if imp = strings.TrimSpace(imp); imp != "" {
+				want = append(want, imp)
+			}
+		}
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		var got []string
+		for _, imp := range strings.Fields(string(out)) {
+			if rest, ok := strings.CutPrefix(imp, mod); ok {
+				got = append(got, rest)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("README says %s imports %v; go list says %v", pkg, want, got)
+		}
 	}
 }

@@ -143,7 +143,14 @@ export class Transcript {
         const t = this.turn(o.turn);
         t.state = "done";
         t.reason = o.text;
-        this.entries = this.entries.map((e) => (e.kind === "assistant" && e.live && e.turn === o.turn ? { ...e, live: false } : e));
+        // Streamed text left over when the turn ends is kept only when no
+        // stored message of the turn holds it already (a delta that
+        // reached the socket after its message).
+        const stored = this.entries.filter((e) => e.kind === "assistant" && !e.live && e.turn === o.turn).map((e) => (e as { text: string }).text);
+        this.entries = this.entries.flatMap((e) => {
+          if (e.kind !== "assistant" || !e.live || e.turn !== o.turn) return [e];
+          return stored.some((t) => t.includes(e.text.trim())) ? [] : [{ ...e, live: false }];
+        });
         this.resyncing = false;
         if (o.text && o.text !== "end_turn") {
           this.entries = [...this.entries, { kind: "done", key, turn: o.turn, reason: o.text }];
