@@ -36,6 +36,9 @@ type Config struct {
 	RPCHeartbeat time.Duration `toml:"rpc_heartbeat"`
 	// RPCAuthTimeout is how long a socket may stay open without a valid auth.
 	RPCAuthTimeout time.Duration `toml:"rpc_auth_timeout"`
+	// RPCWriteTimeout is how long a socket's outbox may stay full, or one
+	// frame take to write, before the client is closed as not reading.
+	RPCWriteTimeout time.Duration `toml:"rpc_write_timeout"`
 	// RPCMaxFrameBytes caps one incoming frame.
 	RPCMaxFrameBytes int `toml:"rpc_max_frame_bytes"`
 	// RPCMaxInflight caps the requests of one socket that run at once.
@@ -51,7 +54,7 @@ func DefaultConfig() Config {
 	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20,
 		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000,
 		RPCAllowedOrigins: []string{}, RPCMaxConnections: defaultRPCMaxConnections, RPCHeartbeat: defaultRPCHeartbeat,
-		RPCAuthTimeout: defaultRPCAuthTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
+		RPCAuthTimeout: defaultRPCAuthTimeout, RPCWriteTimeout: defaultRPCWriteTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
 		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst}
 }
 

@@ -42,9 +42,18 @@ func withPlanner() depsOption {
 // Deps the options adjust; newEnv's own api keeps running, unused.
 func (e *env) restart(t *testing.T, opts ...depsOption) {
 	t.Helper()
+	e.restartWith(t, nil, opts...)
+}
+
+// restartWith is restart with the server settings edit changes.
+func (e *env) restartWith(t *testing.T, edit func(*api.Config), opts ...depsOption) {
+	t.Helper()
 	rdb, rc := taskstest.New(t)
 	cfg := api.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
+	if edit != nil {
+		edit(&cfg)
+	}
 	d := api.Deps{DB: e.db, Redis: rdb, Registry: prometheus.NewRegistry(), Version: "test"}
 	for _, o := range opts {
 		o(t, &d, rc.Namespace)

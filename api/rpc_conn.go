@@ -259,7 +259,7 @@ func (c *rpcConn) enqueue(frame []byte) {
 		}
 		c.outMu.Unlock()
 		if timer == nil {
-			timer = time.NewTimer(rpcWriteTimeout)
+			timer = time.NewTimer(c.cfg.writeTimeout)
 		}
 		select {
 		case <-c.space:
@@ -295,7 +295,7 @@ func (c *rpcConn) drain() {
 			if c.isClosed() || c.ctx.Err() != nil {
 				break
 			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(rpcWriteTimeout))
+			_ = c.ws.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout))
 			if err := c.ws.WriteMessage(c.codec.frameType(), b); err != nil {
 				c.closeNow(websocket.CloseAbnormalClosure, "")
 				break
@@ -311,7 +311,7 @@ func (c *rpcConn) heartbeat() {
 		return
 	}
 	now := time.Now()
-	_ = c.ws.WriteControl(websocket.PingMessage, nil, now.Add(rpcWriteTimeout))
+	_ = c.ws.WriteControl(websocket.PingMessage, nil, now.Add(c.cfg.writeTimeout))
 	c.notify(methodHeartbeat, heartbeatParams{Time: now.UTC().Format(time.RFC3339Nano)})
 	c.outMu.Lock()
 	if c.ctx.Err() == nil {

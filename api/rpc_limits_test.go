@@ -235,6 +235,7 @@ func TestRPCConfigValidation(t *testing.T) {
 		{"tiny frames", func(c *api.Config) { c.RPCMaxFrameBytes = 10 }, "server.rpc_max_frame_bytes"},
 		{"negative heartbeat", func(c *api.Config) { c.RPCHeartbeat = -time.Second }, "server.rpc_heartbeat"},
 		{"negative auth timeout", func(c *api.Config) { c.RPCAuthTimeout = -time.Second }, "server.rpc_auth_timeout"},
+		{"negative write timeout", func(c *api.Config) { c.RPCWriteTimeout = -time.Second }, "server.rpc_write_timeout"},
 		{"negative rate", func(c *api.Config) { c.RPCRequestsPerSecond = -1 }, "server.rpc_requests_per_second"},
 	}
 	for _, tt := range tests {

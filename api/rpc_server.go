@@ -31,7 +31,6 @@ const (
 	CloseTooBig        = websocket.CloseMessageTooBig
 	CloseGoingAway     = websocket.CloseGoingAway
 	closeGrace         = time.Second
-	rpcWriteTimeout    = 10 * time.Second
 	rpcOutboxSize      = 256
 	rpcRetryAfterShort = 5
 )
@@ -41,6 +40,7 @@ const (
 	defaultRPCMaxConnections    = 20000
 	defaultRPCHeartbeat         = 15 * time.Second
 	defaultRPCAuthTimeout       = 10 * time.Second
+	defaultRPCWriteTimeout      = 10 * time.Second
 	defaultRPCMaxFrameBytes     = 1 << 20
 	defaultRPCMaxInflight       = 32
 	defaultRPCRequestsPerSecond = 100
@@ -77,6 +77,9 @@ func (c Config) validateRPC() error {
 	if c.RPCAuthTimeout < 0 {
 		return fmt.Errorf("server.rpc_auth_timeout: must be positive, got %s", c.RPCAuthTimeout)
 	}
+	if c.RPCWriteTimeout < 0 {
+		return fmt.Errorf("server.rpc_write_timeout: must be positive, got %s", c.RPCWriteTimeout)
+	}
 	return nil
 }
 
@@ -87,6 +90,7 @@ type rpcSettings struct {
 	maxConns         int
 	heartbeat        time.Duration
 	authTimeout      time.Duration
+	writeTimeout     time.Duration
 	maxFrame         int
 	maxInflight      int
 	perSecond, burst int
@@ -107,7 +111,8 @@ func (c Config) rpc() rpcSettings {
 	}
 	return rpcSettings{origins: c.RPCAllowedOrigins, maxConns: or(c.RPCMaxConnections, defaultRPCMaxConnections),
 		heartbeat: ord(c.RPCHeartbeat, defaultRPCHeartbeat), authTimeout: ord(c.RPCAuthTimeout, defaultRPCAuthTimeout),
-		maxFrame: or(c.RPCMaxFrameBytes, defaultRPCMaxFrameBytes), maxInflight: or(c.RPCMaxInflight, defaultRPCMaxInflight),
+		writeTimeout: ord(c.RPCWriteTimeout, defaultRPCWriteTimeout),
+		maxFrame:     or(c.RPCMaxFrameBytes, defaultRPCMaxFrameBytes), maxInflight: or(c.RPCMaxInflight, defaultRPCMaxInflight),
 		perSecond: or(c.RPCRequestsPerSecond, defaultRPCRequestsPerSecond), burst: or(c.RPCRequestBurst, defaultRPCRequestBurst)}
 }
 

@@ -153,7 +153,9 @@ func newSlowEnv(t *testing.T) *slowEnv {
 	t.Helper()
 	e := &slowEnv{env: newEnv(t)}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	e.restart(t, func(t *testing.T, d *api.Deps, ns string) {
+	// The slow client's socket must outlast the test's pause however
+	// loaded the machine is: it is dropped by lagging, not by this timeout.
+	e.restartWith(t, func(c *api.Config) { c.RPCWriteTimeout = 10 * time.Minute }, func(t *testing.T, d *api.Deps, ns string) {
 		d.Log = log
 		names := tasks.Names{Namespace: ns}
 		q := tasks.NewQueue(d.Redis, names, time.Minute)
