@@ -103,7 +103,7 @@ answers:
 
 // flakySink fails while down is set, then writes to the real store.
 type flakySink struct {
-	db    *store.DB
+	db    usageSink
 	down  atomic.Bool
 	fails atomic.Int64
 }

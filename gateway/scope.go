@@ -12,7 +12,8 @@ import (
 	"github.com/balletplanner/ballet/store"
 )
 
-// scopeSource loads what a call needs about its project; *store.DB is one.
+// scopeSource loads what a call needs about its project. *store.DB
+// provides it, through the Store given to New.
 type scopeSource interface {
 	ResolveLLMScope(ctx context.Context, organizationID, projectID string) (store.LLMScope, error)
 }

@@ -56,6 +56,16 @@ type Fallback interface {
 	URL() string
 }
 
+// Store is what the gateway keeps in Postgres: the scope of a call (its
+// labels, credentials and limits) and the usage rows it meters. *store.DB
+// provides it; the process passes its database.
+type Store interface {
+	// ResolveLLMScope is the scopeSource of the scope cache.
+	ResolveLLMScope(ctx context.Context, organizationID, projectID string) (store.LLMScope, error)
+	// InsertUsage is the usageSink of the usage writer.
+	InsertUsage(ctx context.Context, rows []store.Usage) (int64, error)
+}
+
 // Option configures a Server built by New.
 type Option func(*Server)
 
@@ -63,10 +73,10 @@ type Option func(*Server)
 // to f instead of refusing them.
 func WithFallback(f Fallback) Option { return func(s *Server) { s.fallback = f } }
 
-// New builds the gateway; it starts nothing (see Start). rdb may be nil when
-// no limits are ever set; reg receives the gateway's metrics (pass a fresh
-// registry in tests).
-func New(cfg Config, db *store.DB, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger, opts ...Option) (*Server, error) {
+// New builds the gateway on db (a *store.DB); it starts nothing (see Start).
+// rdb may be nil when no limits are ever set; reg receives the gateway's
+// metrics (pass a fresh registry in tests).
+func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

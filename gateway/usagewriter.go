@@ -12,7 +12,8 @@ import (
 	"github.com/balletplanner/ballet/store"
 )
 
-// usageSink is where usage rows go; *store.DB is one.
+// usageSink is where usage rows go. *store.DB provides it, through the
+// Store given to New; tests pass a sink that fails on demand.
 type usageSink interface {
 	InsertUsage(ctx context.Context, rows []store.Usage) (int64, error)
 }

@@ -34,6 +34,18 @@ const (
 // connection, for finding it in pg_stat_activity.
 const EventListenerName = "ballet-events"
 
+// EventStore is what an EventHub needs of Postgres: a connection
+// listening for new events, reads of an organization's event log, and the
+// resolving of a stream's name for a caller. *store.DB provides it.
+type EventStore interface {
+	ListenEvents(ctx context.Context, name string) (*pgx.Conn, error)
+	EventsAfter(ctx context.Context, organizationID string, f store.EventFilter, afterSeq int64, limit int) ([]store.Event, error)
+	LatestEventSeq(ctx context.Context, organizationID string) (int64, error)
+	ResolveStream(ctx context.Context, caller store.Caller, name string) (store.Stream, error)
+}
+
+var _ EventStore = (*store.DB)(nil)
+
 // EventHub follows the event log for this process's stream subscribers.
 // Postgres NOTIFYs each event's number at commit (store.EventsChannel); the
 // hub holds ONE listening connection and takes a notification only as a
@@ -43,7 +55,7 @@ const EventListenerName = "ballet-events"
 // connection comes back, every subscriber is caught up from the log, so a
 // lost notification delays events but never loses one.
 type EventHub struct {
-	db  *store.DB
+	db  EventStore
 	log *slog.Logger
 
 	kick   chan struct{} // wakes the fetcher; dirty says for what
@@ -60,8 +72,8 @@ type EventHub struct {
 	fetches    atomic.Int64
 }
 
-// NewEventHub builds an EventHub on the database.
-func NewEventHub(db *store.DB, log *slog.Logger) *EventHub {
+// NewEventHub builds an EventHub on the event log of db.
+func NewEventHub(db EventStore, log *slog.Logger) *EventHub {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -18,6 +18,16 @@ import (
 	"github.com/balletplanner/ballet/store"
 )
 
+// WatchStore is what a Hub needs of Postgres: checking that a caller may
+// watch a session, and reading the session's stored outputs by cursor.
+// *store.DB provides it.
+type WatchStore interface {
+	WatchSession(ctx context.Context, caller store.Caller, sessionID string) (store.Session, error)
+	Outputs(ctx context.Context, sessionID string, fromCursor int64, limit int) ([]store.Output, error)
+}
+
+var _ WatchStore = (*store.DB)(nil)
+
 // Hub fans a session's live outputs out to every watcher of it in this
 // process, over ONE Redis pub/sub connection: a session's channel is
 // subscribed when its first watcher arrives and unsubscribed when its last
@@ -25,7 +35,7 @@ import (
 // (go-redis resubscribes, and Redis confirms each channel again) every
 // watcher of the channel is resynced from Postgres by cursor.
 type Hub struct {
-	db    *store.DB
+	db    WatchStore
 	rdb   redis.UniversalClient // commands: replay of the running text
 	sub   redis.UniversalClient // the pub/sub connection's own client
 	own   bool                  // sub was built here and is closed by Stop
@@ -66,7 +76,7 @@ const pingEvery = 15 * time.Second
 // NewHub builds a Hub on the process's Redis client. Its pub/sub connection
 // gets a client name of its own (ClientName), so that operators can find it
 // in CLIENT LIST.
-func NewHub(db *store.DB, rdb redis.UniversalClient, names Names, log *slog.Logger) *Hub {
+func NewHub(db WatchStore, rdb redis.UniversalClient, names Names, log *slog.Logger) *Hub {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	h := &Hub{db: db, rdb: rdb, names: names, log: log, name: "ballet-hub-" + names.Namespace + hex.EncodeToString(b),

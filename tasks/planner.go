@@ -7,11 +7,20 @@ import (
 	"github.com/balletplanner/ballet/store"
 )
 
+// TurnStore is what a Planner needs of Postgres: storing a human message
+// with its turn, and cancelling turns. *store.DB provides it.
+type TurnStore interface {
+	SendMessage(ctx context.Context, caller store.Caller, sessionID, text, turnID string, lim store.QueueLimits) (store.SendResult, error)
+	CancelTurns(ctx context.Context, caller store.Caller, sessionID, turnID string) (store.CancelResult, error)
+}
+
+var _ TurnStore = (*store.DB)(nil)
+
 // Planner is the api's side of turns: send and cancel. It commits to
 // Postgres first, then publishes and enqueues; a failed enqueue is logged
 // and left to the workers' sweeper, never lost.
 type Planner struct {
-	db     *store.DB
+	db     TurnStore
 	queue  *Queue
 	pub    *Publisher
 	limits store.QueueLimits
@@ -26,7 +35,7 @@ var NoQueueLimits = store.QueueLimits{}
 
 // NewPlanner builds a Planner whose sends are refused beyond limits; a zero
 // cap is no cap.
-func NewPlanner(db *store.DB, queue *Queue, pub *Publisher, limits store.QueueLimits, log *slog.Logger) *Planner {
+func NewPlanner(db TurnStore, queue *Queue, pub *Publisher, limits store.QueueLimits, log *slog.Logger) *Planner {
 	return &Planner{db: db, queue: queue, pub: pub, limits: limits, log: log}
 }
 

@@ -26,9 +26,10 @@ import (
 )
 
 // Env is who and where a call acts: the human's principal with the planner
-// as actor, the project and organization, and the session.
+// as actor, the project and organization, and the session. DB is the
+// store the tools read and write through.
 type Env struct {
-	DB      *store.DB
+	DB      Store
 	Caller  store.Caller
 	Project store.Project
 	Session string

@@ -20,6 +20,12 @@ import (
 // at once, and the turn checks the durable flag between steps in case the
 // nudge was lost. Either way the turn ends with outcomeCancelled.
 
+// cancelStore is what a turn reads of its durable cancel flag; the store
+// (*store.DB) provides it.
+type cancelStore interface {
+	CancelRequested(ctx context.Context, turnID string) (bool, error)
+}
+
 // errCancelled ends a turn's context when its cancel was asked for.
 var errCancelled = errors.New("turn cancelled")
 
@@ -126,7 +132,7 @@ func (a *attempt) cancelled(ctx context.Context) bool {
 	if errors.Is(context.Cause(ctx), errCancelled) {
 		return true
 	}
-	yes, err := a.w.d.DB.CancelRequested(ctx, a.fence.Turn)
+	yes, err := a.w.flags.CancelRequested(ctx, a.fence.Turn)
 	return err == nil && yes
 }
 
@@ -135,6 +141,6 @@ func (a *attempt) cancelled(ctx context.Context) bool {
 // asynq lease, so only the durable flag makes it a cancel, and never while
 // the worker stops (then the turn is handed back and resumes).
 func (w *Worker) cancelledWhileCutOff(ctx context.Context, turn string) bool {
-	yes, err := w.d.DB.CancelRequested(context.WithoutCancel(ctx), turn)
+	yes, err := w.flags.CancelRequested(context.WithoutCancel(ctx), turn)
 	return err == nil && yes && !w.stopping.Load()
 }

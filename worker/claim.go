@@ -19,6 +19,15 @@ import (
 // turn runs, and handed back (expired at once) when a turn stops without
 // ending, so that another worker resumes it without waiting.
 
+// turnStore is what the claim, the lease and the finish of a turn write; the
+// store (*store.DB) provides it. Every write but ClaimTurn checks the fence.
+type turnStore interface {
+	ClaimTurn(ctx context.Context, turnID, owner string, lease time.Duration) (store.Claim, error)
+	RenewLease(ctx context.Context, f store.Fence, lease time.Duration) error
+	HandBack(ctx context.Context, f store.Fence) error
+	FinishTurn(ctx context.Context, f store.Fence, o store.TurnOutcome, last *store.Message) ([]store.Output, string, error)
+}
+
 // errLeaseLost ends a turn's context when another worker may hold its lease.
 var errLeaseLost = errors.New("session lease lost")
 
@@ -28,7 +37,7 @@ var errLeaseLost = errors.New("session lease lost")
 // turn of the session is still open), asynq.RevokeTask (ended here:
 // cancelled before it started, or out of attempts), or an error to retry.
 func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, log *slog.Logger) (store.Claim, bool, error) {
-	claim, err := w.d.DB.ClaimTurn(ctx, p.Turn, w.id, w.cfg.Lease)
+	claim, err := w.turns.ClaimTurn(ctx, p.Turn, w.id, w.cfg.Lease)
 	if err != nil {
 		if store.IsCode(err, store.CodeNotFound) {
 			log.WarnContext(ctx, "turn task for an unknown turn; dropped")
@@ -93,7 +102,7 @@ func (w *Worker) renew(ctx context.Context, f store.Fence, cancel context.Cancel
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			err := w.d.DB.RenewLease(ctx, f, w.cfg.Lease)
+			err := w.turns.RenewLease(ctx, f, w.cfg.Lease)
 			switch {
 			case err == nil:
 				renewed = time.Now()
@@ -116,7 +125,7 @@ func (w *Worker) renew(ctx context.Context, f store.Fence, cancel context.Cancel
 // handBack expires the lease of a turn that stops without ending, so that
 // the next attempt, here or on another worker, claims it at once.
 func (w *Worker) handBack(ctx context.Context, f store.Fence, log *slog.Logger) {
-	if err := w.d.DB.HandBack(context.WithoutCancel(ctx), f); err != nil {
+	if err := w.turns.HandBack(context.WithoutCancel(ctx), f); err != nil {
 		log.WarnContext(ctx, "hand back lease", slog.Any("error", err))
 	}
 }

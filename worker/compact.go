@@ -103,12 +103,12 @@ func (a *attempt) compact(ctx context.Context, h store.History) (store.History, 
 		a.w.metrics.compactions.WithLabelValues("failed").Inc()
 		return h, nil
 	}
-	outs, err := a.w.d.DB.SaveCompaction(context.WithoutCancel(ctx), a.fence, summary, upTo, a.claim.Turn.Position, est)
+	outs, err := a.w.transcript.SaveCompaction(context.WithoutCancel(ctx), a.fence, summary, upTo, a.claim.Turn.Position, est)
 	if err != nil {
 		return h, err
 	}
 	a.w.d.Publisher.Publish(ctx, outs...)
 	a.w.metrics.compactions.WithLabelValues("ok").Inc()
 	a.log.InfoContext(ctx, "compacted", slog.Int64("up_to", upTo), slog.Int64("estimated_tokens", est))
-	return a.w.d.DB.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)
+	return a.w.transcript.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)
 }

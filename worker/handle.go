@@ -79,13 +79,13 @@ func (w *Worker) finish(ctx context.Context, a *attempt) error {
 	if a.outcome.Status == store.TurnDone {
 		final = a.final
 	}
-	outs, next, err := w.d.DB.FinishTurn(fctx, a.fence, a.outcome, final)
+	outs, next, err := w.turns.FinishTurn(fctx, a.fence, a.outcome, final)
 	if errors.Is(err, store.ErrLeaseLost) {
 		a.log.WarnContext(ctx, "lease lost before the turn could end; another worker ends it")
 		return nil
 	}
 	if err != nil {
-		_ = w.d.DB.HandBack(fctx, a.fence)
+		_ = w.turns.HandBack(fctx, a.fence)
 		return err
 	}
 	reason := a.outcome.Reason

@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/balletplanner/ballet/store"
 )
+
+// beatStore is where the heartbeat records that this worker is alive; the
+// store (*store.DB) provides it.
+type beatStore interface {
+	Beat(ctx context.Context, id string, timeout time.Duration) error
+	StopBeating(ctx context.Context, id string) error
+}
 
 // heartbeat records every interval that this worker process is alive. The
 // session leases a worker holds name it, and a lease whose worker's beat
@@ -16,7 +21,7 @@ import (
 // turns it runs (the per-turn lease is renewed only every lease/3 and is the
 // fallback when no beat is recorded).
 type heartbeat struct {
-	db       *store.DB
+	db       beatStore
 	id       string
 	interval time.Duration
 	timeout  time.Duration
@@ -29,7 +34,7 @@ type heartbeat struct {
 	done   chan struct{}
 }
 
-func newHeartbeat(db *store.DB, id string, interval, timeout time.Duration, log *slog.Logger, lost func()) *heartbeat {
+func newHeartbeat(db beatStore, id string, interval, timeout time.Duration, log *slog.Logger, lost func()) *heartbeat {
 	return &heartbeat{db: db, id: id, interval: interval, timeout: timeout, log: log, lost: lost}
 }
 

@@ -32,6 +32,22 @@ type attempt struct {
 	outcome store.TurnOutcome
 }
 
+// transcriptStore is what a turn reads and writes of its session's messages
+// (loop.go, model.go, toolcalls.go, compact.go); the store (*store.DB)
+// provides it. Every write checks the fence.
+type transcriptStore interface {
+	LoadHistory(ctx context.Context, sessionID string, position int64) (store.History, error)
+	AppendAnswer(ctx context.Context, f store.Fence, m store.Message, refused []store.ToolCall, extra ...store.Output) (store.Message, []store.Output, error)
+	AppendMessage(ctx context.Context, f store.Fence, m store.Message, extra ...store.Output) (store.Message, []store.Output, error)
+	SaveCompaction(ctx context.Context, f store.Fence, summary string, upTo, beforeTurn, estimatedTokens int64) ([]store.Output, error)
+}
+
+// principalStore is what a turn reads of the human it acts for; the store
+// (*store.DB) provides it.
+type principalStore interface {
+	Principal(ctx context.Context, subject string) (*store.Principal, error)
+}
+
 // loop runs rounds until the turn ends, and returns how it ends; an error
 // is an internal failure that asynq should retry.
 func (a *attempt) loop(ctx context.Context) (store.TurnOutcome, error) {
@@ -42,7 +58,7 @@ func (a *attempt) loop(ctx context.Context) (store.TurnOutcome, error) {
 		if errors.Is(context.Cause(ctx), errCancelled) {
 			return outcomeCancelled, nil
 		}
-		h, err := a.w.d.DB.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)
+		h, err := a.w.transcript.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)
 		if err != nil {
 			return a.fail(ctx, err)
 		}
@@ -124,7 +140,7 @@ func (a *attempt) caller(ctx context.Context) (store.Caller, error) {
 	if a.human != nil {
 		return *a.human, nil
 	}
-	p, err := a.w.d.DB.Principal(ctx, a.claim.Turn.Author)
+	p, err := a.w.principals.Principal(ctx, a.claim.Turn.Author)
 	if err != nil {
 		return store.Caller{}, err
 	}

@@ -57,7 +57,7 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 		a.final = &msg // stored with the done
 		return nil
 	}
-	_, outs, err := a.w.d.DB.AppendAnswer(context.WithoutCancel(ctx), a.fence, msg, refusedCalls(msg.Content, refused), extra...)
+	_, outs, err := a.w.transcript.AppendAnswer(context.WithoutCancel(ctx), a.fence, msg, refusedCalls(msg.Content, refused), extra...)
 	if err != nil {
 		return err
 	}

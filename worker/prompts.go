@@ -27,7 +27,8 @@ type prompt struct {
 	at      time.Time
 }
 
-// promptStore is what building a system prompt reads.
+// promptStore is what building a system prompt reads; the store
+// (*store.DB) provides it.
 type promptStore interface {
 	ProjectByKey(ctx context.Context, keyOrID string) (store.Project, error)
 	OrganizationByKey(ctx context.Context, keyOrID string) (store.Organization, error)
@@ -43,7 +44,7 @@ type promptStore interface {
 func (a *attempt) prepare(ctx context.Context) error {
 	s, author := a.claim.Session, a.claim.Turn.Author
 	p, err := a.w.prompts.get(ctx, s.ProjectID+"\x00"+author, func(ctx context.Context) (prompt, error) {
-		return buildPrompt(ctx, a.w.d.DB, a.w.planner, s, author, a.log)
+		return buildPrompt(ctx, a.w.promptDB, a.w.planner, s, author, a.log)
 	})
 	if err != nil {
 		return err

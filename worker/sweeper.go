@@ -17,6 +17,14 @@ import (
 // it waits this long, plus up to one sweep, before it is enqueued.
 const headRecheck = 2 * time.Second
 
+// sweepStore is what the sweeper finds stranded turns in, and where it
+// forgets workers gone long ago; the store (*store.DB) provides it.
+type sweepStore interface {
+	StaleLeases(ctx context.Context, limit int) ([]store.TurnRef, error)
+	TakeDueHeads(ctx context.Context, recheck time.Duration, limit int) ([]store.TurnRef, error)
+	ForgetWorkers(ctx context.Context, before time.Time) error
+}
+
 // sweeper resumes what would otherwise be stranded, every tick:
 //   - a running turn whose worker stopped beating (SIGKILL, a lost host) or
 //     whose lease ran out or was handed back gets a resume task, keyed by
@@ -31,7 +39,7 @@ const headRecheck = 2 * time.Second
 // A task id that is held by an active task is never taken for a resume:
 // tasks.Queue.EnqueueFresh moves on to a fresh id.
 type sweeper struct {
-	db      *store.DB
+	db      sweepStore
 	queue   *tasks.Queue
 	every   time.Duration
 	forget  time.Duration
@@ -43,7 +51,7 @@ type sweeper struct {
 	lastForget time.Time
 }
 
-func newSweeper(db *store.DB, queue *tasks.Queue, every, forget time.Duration, log *slog.Logger, m *metrics) *sweeper {
+func newSweeper(db sweepStore, queue *tasks.Queue, every, forget time.Duration, log *slog.Logger, m *metrics) *sweeper {
 	return &sweeper{db: db, queue: queue, every: every, forget: forget, log: log, metrics: m}
 }
 

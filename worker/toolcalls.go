@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,14 @@ import (
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tools"
 )
+
+// toolCallStore is what a turn keeps of its tool calls, the at-most-once
+// record keyed by tool_use_id; the store (*store.DB) provides it.
+type toolCallStore interface {
+	ClaimToolCall(ctx context.Context, f store.Fence, toolUseID, name string, input json.RawMessage) (store.ToolCall, bool, error)
+	CompleteToolCall(ctx context.Context, f store.Fence, tc store.ToolCall) (store.ToolCall, []store.Output, error)
+	UsedToolUseIDs(ctx context.Context, sessionID string, ids []string) ([]string, error)
+}
 
 // runTools runs the answer's tool calls in order as the human, each at most
 // once across attempts (keyed by tool_use_id), then stores the results.
@@ -31,7 +40,7 @@ func (a *attempt) runTools(ctx context.Context, calls []store.Block) error {
 	if len(results) < len(calls) {
 		return nil // cancelled: the loop ends the turn; repair answers the rest
 	}
-	_, outs, err := a.w.d.DB.AppendMessage(context.WithoutCancel(ctx), a.fence, store.Message{Role: "user", Content: results})
+	_, outs, err := a.w.transcript.AppendMessage(context.WithoutCancel(ctx), a.fence, store.Message{Role: "user", Content: results})
 	if err != nil {
 		return err
 	}
@@ -45,7 +54,7 @@ func (a *attempt) runTools(ctx context.Context, calls []store.Block) error {
 // an attempt that died without a result had no effect, and runs again. The
 // call is authorized against the human's bindings as they are now.
 func (a *attempt) runTool(ctx context.Context, c store.Block) (store.ToolCall, error) {
-	tc, _, err := a.w.d.DB.ClaimToolCall(ctx, a.fence, c.ToolUseID, c.Name, c.Input)
+	tc, _, err := a.w.toolCalls.ClaimToolCall(ctx, a.fence, c.ToolUseID, c.Name, c.Input)
 	if err != nil || tc.Done {
 		return tc, err
 	}
@@ -56,7 +65,7 @@ func (a *attempt) runTool(ctx context.Context, c store.Block) (store.ToolCall, e
 	}
 	hooks := hooksFor(a.fence.Session)
 	var recorded []store.Output
-	env := tools.Env{DB: a.w.d.DB, Caller: caller, Project: a.project, Session: a.fence.Session,
+	env := tools.Env{DB: a.w.toolDB, Caller: caller, Project: a.project, Session: a.fence.Session,
 		Record: func(ctx context.Context, tx pgx.Tx, res tools.Result) error {
 			if err := hooks.beforeCommit(ctx, c.ToolUseID); err != nil {
 				return err
@@ -81,7 +90,7 @@ func (a *attempt) runTool(ctx context.Context, c store.Block) (store.ToolCall, e
 		res.Text = `{"error":"cancelled while running; the call did not complete"}`
 	}
 	tc.Result, tc.IsError = res.Text, res.IsError
-	tc, outs, err := a.w.d.DB.CompleteToolCall(context.WithoutCancel(ctx), a.fence, tc)
+	tc, outs, err := a.w.toolCalls.CompleteToolCall(context.WithoutCancel(ctx), a.fence, tc)
 	if err != nil {
 		return tc, err
 	}
@@ -105,7 +114,7 @@ func (a *attempt) uniqueToolUseIDs(ctx context.Context, blocks []store.Block) er
 	}
 	taken := map[string]bool{}
 	if len(ids) > 0 {
-		used, err := a.w.d.DB.UsedToolUseIDs(ctx, a.fence.Session, ids)
+		used, err := a.w.toolCalls.UsedToolUseIDs(ctx, a.fence.Session, ids)
 		if err != nil {
 			return err
 		}

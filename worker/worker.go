@@ -35,6 +35,12 @@ type Toolbox interface {
 
 // Deps are what a worker needs from its process.
 type Deps struct {
+	// DB is the store. The worker's own code reaches it only through the
+	// small interfaces declared where they are used (turnStore,
+	// transcriptStore, toolCallStore, principalStore, cancelStore,
+	// promptStore, beatStore, sweepStore); the tools get it whole, in
+	// their tools.Env, and so does the planner that enqueues a session's
+	// next turn.
 	DB        *store.DB
 	Redis     redis.UniversalClient
 	Queue     *tasks.Queue
@@ -64,6 +70,16 @@ type Worker struct {
 	planners *tasks.Planner
 	prompts  promptCache
 
+	// The store, as each concern of a turn uses it.
+	turns      turnStore
+	transcript transcriptStore
+	toolCalls  toolCallStore
+	principals principalStore
+	flags      cancelStore
+	promptDB   promptStore
+	// toolDB is what the tools get in their tools.Env.
+	toolDB tools.Store
+
 	stopping atomic.Bool
 	running  *runningTurns
 	handlers inflight
@@ -86,7 +102,8 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	_, _ = rand.Read(suffix)
 	w := &Worker{cfg: cfg, planner: planner, shutdown: shutdown, d: d, log: d.Log, metrics: m,
 		id:      fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(suffix)),
-		running: newRunningTurns(m)}
+		running: newRunningTurns(m),
+		turns:   d.DB, transcript: d.DB, toolCalls: d.DB, principals: d.DB, flags: d.DB, promptDB: d.DB, toolDB: d.DB}
 	// The worker never sends: it only enqueues a session's next turn.
 	w.planners = tasks.NewPlanner(d.DB, d.Queue, d.Publisher, tasks.NoQueueLimits, d.Log)
 	w.beat = newHeartbeat(d.DB, w.id, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
