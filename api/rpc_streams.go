@@ -92,25 +92,19 @@ func (c *rpcConn) streamCall(ctx context.Context, req rpcRequest) (any, error) {
 	if err := decodeParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	switch {
-	case p.Subscription == "":
-		return nil, store.Errorf(store.CodeInvalid, "params: field subscription: required")
-	case len(p.Subscription) > maxSubscriptionLen:
-		return nil, store.Errorf(store.CodeInvalid, "params: field subscription: at most %d bytes", maxSubscriptionLen)
-	case p.Stream == "":
+	if err := checkSubscription(p.Subscription); err != nil {
+		return nil, err
+	}
+	if p.Stream == "" {
 		return nil, store.Errorf(store.CodeInvalid, "params: field stream: required (project:<KEY> or item:<KEY>)")
 	}
 	principal, err := c.recheck(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if _, taken := c.watches[p.Subscription]; taken {
-		c.mu.Unlock()
-		return nil, store.Errorf(store.CodeConflict, "subscription %q is already in use on this connection", p.Subscription)
+	if err := c.reserve(p.Subscription); err != nil { // held for the stream's life
+		return nil, err
 	}
-	c.watches[p.Subscription] = nil // held for the stream's life
-	c.mu.Unlock()
 	release := func() {
 		c.mu.Lock()
 		if w, ok := c.watches[p.Subscription]; ok && w == nil {

@@ -38,25 +38,19 @@ func (c *rpcConn) watch(ctx context.Context, req rpcRequest) (any, error) {
 	if err := decodeParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	switch {
-	case p.Subscription == "":
-		return nil, store.Errorf(store.CodeInvalid, "params: field subscription: required")
-	case len(p.Subscription) > maxSubscriptionLen:
-		return nil, store.Errorf(store.CodeInvalid, "params: field subscription: at most %d bytes", maxSubscriptionLen)
-	case p.Session == "":
+	if err := checkSubscription(p.Subscription); err != nil {
+		return nil, err
+	}
+	if p.Session == "" {
 		return nil, store.Errorf(store.CodeInvalid, "params: field session: required")
 	}
 	principal, err := c.recheck(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if _, taken := c.watches[p.Subscription]; taken {
-		c.mu.Unlock()
-		return nil, store.Errorf(store.CodeConflict, "subscription %q is already in use on this connection", p.Subscription)
+	if err := c.reserve(p.Subscription); err != nil { // while the watch starts
+		return nil, err
 	}
-	c.watches[p.Subscription] = nil // reserved while the watch starts
-	c.mu.Unlock()
 	w, err := c.srv.hub.Watch(ctx, store.HumanCaller(principal), p.Session, p.FromCursor)
 	c.mu.Lock()
 	if err != nil || c.isClosed() {
@@ -143,4 +137,27 @@ func outputParams(sub string, o store.Output) map[string]any {
 	}
 	m["subscription"] = sub
 	return m
+}
+
+// checkSubscription refuses a missing or too long subscription name.
+func checkSubscription(name string) error {
+	switch {
+	case name == "":
+		return store.Errorf(store.CodeInvalid, "params: field subscription: required")
+	case len(name) > maxSubscriptionLen:
+		return store.Errorf(store.CodeInvalid, "params: field subscription: at most %d bytes", maxSubscriptionLen)
+	}
+	return nil
+}
+
+// reserve takes a subscription name of the socket, shared by watches and
+// streams; a name in use is a conflict.
+func (c *rpcConn) reserve(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, taken := c.watches[name]; taken {
+		return store.Errorf(store.CodeConflict, "subscription %q is already in use on this connection", name)
+	}
+	c.watches[name] = nil
+	return nil
 }

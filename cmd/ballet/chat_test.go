@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/balletplanner/ballet/store/storetest"
-	"github.com/balletplanner/ballet/tasks/taskstest"
 )
 
 // chatScript is the model of the chat tests: a message asking to go slow
@@ -45,22 +43,9 @@ func newChatStack(t *testing.T) chatStack {
 	t.Helper()
 	script := filepath.Join(t.TempDir(), "chat.yaml")
 	must(t, os.WriteFile(script, []byte(chatScript), 0o600))
-	rc := taskstest.Config(t)
-	gw := freeAddr(t)
-	env := []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_REDIS_URL=" + rc.URL,
-		"BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_FAKE=" + script,
-		"BALLET_GATEWAY_ADDR=" + gw, "BALLET_GATEWAY_URL=http://" + gw, "BALLET_LOG_LEVEL=warn",
-		"BALLET_WORKER_TASK_CHECK_INTERVAL=20ms"}
-	out, stderr, code := ballet(t, env, "demo", "--json")
-	if code != 0 {
-		t.Fatalf("demo: %d %s", code, stderr)
-	}
-	var demo struct{ Token string }
-	must(t, json.Unmarshal([]byte(out), &demo))
-	p := startProcess(t, env, "serve")
-	p.waitReady(t)
-	s := chatStack{url: "http://" + p.addr, token: demo.Token}
-	s.rest = client{t: t, base: s.url + "/api/v1", token: demo.Token}
+	p, token, _ := startDemoServe(t, script, "BALLET_WORKER_TASK_CHECK_INTERVAL=20ms")
+	s := chatStack{url: "http://" + p.addr, token: token}
+	s.rest = client{t: t, base: s.url + "/api/v1", token: token}
 	return s
 }
 

@@ -49,20 +49,8 @@ func (c client) do(method, path string, body any, out any) int {
 // human, and a changeset waits for the human's decision.
 func TestServeRunsTheDemoConversation(t *testing.T) {
 	t.Parallel()
-	rc := taskstest.Config(t)
-	gw := freeAddr(t)
-	env := []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_REDIS_URL=" + rc.URL,
-		"BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_FAKE=demo",
-		"BALLET_GATEWAY_ADDR=" + gw, "BALLET_GATEWAY_URL=http://" + gw, "BALLET_LOG_LEVEL=warn"}
-	out, stderr, code := ballet(t, env, "demo", "--json")
-	if code != 0 {
-		t.Fatalf("demo: %d %s", code, stderr)
-	}
-	var demo struct{ Token string }
-	must(t, json.Unmarshal([]byte(out), &demo))
-	p := startProcess(t, env, "serve")
-	p.waitReady(t)
-	c := client{t: t, base: "http://" + p.addr + "/api/v1", token: demo.Token}
+	p, token, ns := startDemoServe(t, "demo")
+	c := client{t: t, base: "http://" + p.addr + "/api/v1", token: token}
 
 	var sess struct{ ID string }
 	if s := c.do("POST", "/projects/DEMO/planner/sessions", map[string]any{"title": "Password reset"}, &sess); s != 201 {
@@ -139,15 +127,37 @@ func TestServeRunsTheDemoConversation(t *testing.T) {
 	metrics := p.scrape(t, "")
 	for _, want := range []string{`ballet_planner_turns_total{outcome="completed"} 1`, `ballet_planner_tool_calls_total{outcome="ok",tool="propose_changeset"} 1`,
 		"ballet_planner_turn_duration_seconds_count 1", "ballet_planner_queue_wait_seconds_count 1", "ballet_planner_rounds_count 1",
-		`ballet_planner_running_turns 0`, `ballet_planner_queue_depth{queue="` + rc.Namespace + `planner"`, `ballet_llm_requests_total{`} {
+		`ballet_planner_running_turns 0`, `ballet_planner_queue_depth{queue="` + ns + `planner"`, `ballet_llm_requests_total{`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
 	// The queue dashboard is for platform admins only.
-	root := client{t: t, base: "http://" + p.addr, token: demo.Token}
+	root := client{t: t, base: "http://" + p.addr, token: token}
 	if s := root.do("GET", "/monitoring/", nil, nil); s != http.StatusForbidden {
 		t.Fatalf("dashboard as an engineer: %d", s)
 	}
 	p.stop(t)
+}
+
+// startDemoServe loads the demo (`ballet demo --json`) on a database and
+// Redis namespace of the test's own, then starts `ballet serve` with the
+// scripted model (demo or a script file) and extra settings, and returns
+// the ready process, the demo token and the Redis namespace.
+func startDemoServe(t *testing.T, script string, extra ...string) (p *process, token, namespace string) {
+	t.Helper()
+	rc := taskstest.Config(t)
+	gw := freeAddr(t)
+	env := append([]string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_REDIS_URL=" + rc.URL,
+		"BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_FAKE=" + script,
+		"BALLET_GATEWAY_ADDR=" + gw, "BALLET_GATEWAY_URL=http://" + gw, "BALLET_LOG_LEVEL=warn"}, extra...)
+	out, stderr, code := ballet(t, env, "demo", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, stderr)
+	}
+	var demo struct{ Token string }
+	must(t, json.Unmarshal([]byte(out), &demo))
+	p = startProcess(t, env, "serve")
+	p.waitReady(t)
+	return p, demo.Token, rc.Namespace
 }

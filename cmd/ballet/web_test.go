@@ -17,7 +17,6 @@ import (
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/store/storetest"
-	"github.com/balletplanner/ballet/tasks/taskstest"
 )
 
 // chromiumPath is Debian's chromium, which `make test` installs when missing
@@ -140,21 +139,9 @@ func TestWebAppInABrowser(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
 	script, closing := browserScript(t)
-	rc := taskstest.Config(t)
-	env := []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_REDIS_URL=" + rc.URL,
-		"BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_FAKE=" + script, "BALLET_LOG_LEVEL=warn"}
-	gw := freeAddr(t)
-	env = append(env, "BALLET_GATEWAY_ADDR="+gw, "BALLET_GATEWAY_URL=http://"+gw)
-	out, stderr, code := ballet(t, env, "demo", "--json")
-	if code != 0 {
-		t.Fatalf("demo: %d %s", code, stderr)
-	}
-	var demo struct{ Token string }
-	must(t, json.Unmarshal([]byte(out), &demo))
-	p := startProcess(t, env, "serve")
-	p.waitReady(t)
+	p, token, _ := startDemoServe(t, script)
 	base := "http://" + p.addr
-	c := client{t: t, base: base + "/api/v1", token: demo.Token}
+	c := client{t: t, base: base + "/api/v1", token: token}
 	if s := c.do("POST", "/organizations/demo/knowledge/entries",
 		map[string]any{"kind": "note", "title": "Injected note", "body": injection, "projects": []string{"DEMO"}}, nil); s != 201 {
 		t.Fatalf("create knowledge entry: %d", s)
@@ -164,7 +151,7 @@ func TestWebAppInABrowser(t *testing.T) {
 	// Sign in by pasting the token; the projects page lists the demo project.
 	pg.run("open sign-in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")))
 	pg.shot("sign-in")
-	pg.run("sign in", chromedp.SendKeys(chromedp.ID("token"), demo.Token), chromedp.SendKeys(chromedp.ID("token"), kb.Enter),
+	pg.run("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.SendKeys(chromedp.ID("token"), kb.Enter),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/projects/DEMO"]`)))
 	pg.shot("projects")
 
