@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,20 +52,7 @@ func newChatStack(t *testing.T) chatStack {
 // stdout, stderr and exit code.
 func runChatIn(t *testing.T, dir string, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"chat"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), append([]string{"BALLET_TEST_AS_MAIN=1"}, env...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errOut.String(), code
+	return balletIn(t, dir, stdin, env, append([]string{"chat"}, args...)...)
 }
 
 func TestChat(t *testing.T) {

@@ -17,29 +17,7 @@ func TestFakeLLMServesTheDemo(t *testing.T) {
 	addr := freeAddr(t)
 	p := startProcess(t, nil, "fake-llm", "--addr", addr)
 	body := `{"model":"claude-demo","max_tokens":500,"messages":[{"role":"user","content":"We need password reset"}]}`
-	var (
-		res *http.Response
-		err error
-	)
-	var exited error
-	gone := false
-	storetest.Poll(storetest.WaitTimeout, func() bool {
-		select {
-		case exited = <-p.done:
-			p.done <- exited // for the cleanup
-			gone = true
-			return true
-		default:
-		}
-		res, err = http.Post("http://"+addr+"/v1/messages", "application/json", strings.NewReader(body))
-		return err == nil
-	})
-	if gone {
-		t.Fatalf("fake-llm exited (%v):\n%s", exited, p.log())
-	}
-	if err != nil {
-		t.Fatalf("fake-llm never answered: %v\n%s", err, p.log())
-	}
+	res := postUntilAnswered(t, p, addr, body)
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name":"list_runnable"`) ||
@@ -66,26 +44,7 @@ func TestGatewayServesTheFakeOnFakeAddr(t *testing.T) {
 	p := startProcess(t, []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_GATEWAY_SIGNING_KEY=" + strings.Repeat("k", 32),
 		"BALLET_GATEWAY_FAKE=demo", "BALLET_GATEWAY_FAKE_ADDR=" + fakeAddr}, "gateway")
 	body := `{"model":"claude-demo","max_tokens":500,"messages":[{"role":"user","content":"We need password reset"}]}`
-	var (
-		res     *http.Response
-		err     error
-		exited  error
-		gone    bool
-		answers = storetest.Poll(storetest.WaitTimeout, func() bool {
-			select {
-			case exited = <-p.done:
-				p.done <- exited // for the cleanup
-				gone = true
-				return true
-			default:
-			}
-			res, err = http.Post("http://"+fakeAddr+"/v1/messages", "application/json", strings.NewReader(body))
-			return err == nil
-		})
-	)
-	if gone || !answers {
-		t.Fatalf("the fake never answered on %s (exited %v, %v):\n%s", fakeAddr, exited, err, p.log())
-	}
+	res := postUntilAnswered(t, p, fakeAddr, body)
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name":"list_runnable"`) {
@@ -129,4 +88,31 @@ func TestGatewayRefusesABadFakeAddr(t *testing.T) {
 			}
 		})
 	}
+}
+
+// postUntilAnswered posts body to the fake model on addr, served by p,
+// until it answers; it fails the test when p exits first or never answers.
+func postUntilAnswered(t *testing.T, p *process, addr, body string) *http.Response {
+	t.Helper()
+	var (
+		res    *http.Response
+		err    error
+		exited error
+		gone   bool
+	)
+	answers := storetest.Poll(storetest.WaitTimeout, func() bool {
+		select {
+		case exited = <-p.done:
+			p.done <- exited // for the cleanup
+			gone = true
+			return true
+		default:
+		}
+		res, err = http.Post("http://"+addr+"/v1/messages", "application/json", strings.NewReader(body))
+		return err == nil
+	})
+	if gone || !answers {
+		t.Fatalf("the fake never answered on %s (exited %v, %v):\n%s", addr, exited, err, p.log())
+	}
+	return res
 }

@@ -23,8 +23,16 @@ func TestMain(m *testing.M) {
 // stdout, stderr and exit code.
 func ballet(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return balletIn(t, "", "", env, args...)
+}
+
+// balletIn is ballet in directory dir ("" the test's) with stdin.
+func balletIn(t *testing.T, dir, stdin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), append([]string{"BALLET_TEST_AS_MAIN=1"}, env...)...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
