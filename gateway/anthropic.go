@@ -21,8 +21,14 @@ type anthropicProvider struct{}
 func (anthropicProvider) prepare(*call) error { return nil }
 
 func (anthropicProvider) request(ctx context.Context, c *call) (*http.Request, error) {
+	return anthropicRequest(ctx, c, "/v1/messages")
+}
+
+// anthropicRequest posts the call's body as it is to path of the Anthropic
+// API at the credential's base URL, with its key, version and betas.
+func anthropicRequest(ctx context.Context, c *call, path string) (*http.Request, error) {
 	base := strings.TrimSuffix(strings.TrimRight(c.baseURL, "/"), "/v1")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", bytes.NewReader(c.raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(c.raw))
 	if err != nil {
 		return nil, err
 	}

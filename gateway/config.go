@@ -71,6 +71,17 @@ type Config struct {
 	// UsageBuffer caps the usage rows held while Postgres is unreachable;
 	// beyond it the oldest are dropped and counted.
 	UsageBuffer int `toml:"usage_buffer"`
+	// AnthropicModels, OpenAIModels and FakeModels are the models GET
+	// /v1/models lists for a scope with an Anthropic credential, an
+	// OpenAI-compatible one, or none (when the fake fallback answers), in
+	// this order.
+	AnthropicModels []string `toml:"anthropic_models"`
+	OpenAIModels    []string `toml:"openai_models"`
+	FakeModels      []string `toml:"fake_models"`
+	// EmbeddingsMaxInputs caps the texts of one POST /v1/embeddings call.
+	EmbeddingsMaxInputs int `toml:"embeddings_max_inputs"`
+	// EmbeddingsMaxInputBytes caps the bytes of text of one call (413 past it).
+	EmbeddingsMaxInputBytes int `toml:"embeddings_max_input_bytes"`
 }
 
 // DefaultConfig returns the built-in gateway defaults.
@@ -96,6 +107,12 @@ func DefaultConfig() Config {
 		UsageBatchSize:      500,
 		UsageFlushInterval:  time.Second,
 		UsageBuffer:         100000,
+		AnthropicModels:     []string{"claude-sonnet-5-5", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5"},
+		OpenAIModels:        []string{"gpt-4.1", "gpt-4.1-mini", "gpt-4o-mini", "text-embedding-3-small", "text-embedding-3-large"},
+		FakeModels:          []string{"claude-demo", "fake-embedding"},
+		EmbeddingsMaxInputs: 2048,
+		// About 300,000 tokens at four characters a token, OpenAI's cap.
+		EmbeddingsMaxInputBytes: 1200000,
 	}
 }
 
@@ -166,6 +183,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway.max_model_labels: must be at least 1, got %d", c.MaxModelLabels)
 	case c.RedisPrefix == "":
 		return errors.New("gateway.redis_prefix: must not be empty")
+	case c.EmbeddingsMaxInputs < 1:
+		return fmt.Errorf("gateway.embeddings_max_inputs: must be at least 1, got %d", c.EmbeddingsMaxInputs)
+	case c.EmbeddingsMaxInputBytes < 1:
+		return fmt.Errorf("gateway.embeddings_max_input_bytes: must be at least 1, got %d", c.EmbeddingsMaxInputBytes)
+	}
+	for _, list := range []struct {
+		key    string
+		models []string
+	}{{"gateway.anthropic_models", c.AnthropicModels}, {"gateway.openai_models", c.OpenAIModels}, {"gateway.fake_models", c.FakeModels}} {
+		for i, m := range list.models {
+			if err := validateModel(m); err != nil {
+				return fmt.Errorf("%s[%d]: %w", list.key, i, err)
+			}
+		}
 	}
 	return nil
 }

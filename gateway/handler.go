@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,31 +28,15 @@ type requestHead struct {
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := r.Context()
-	reqID := newRequestID()
-	w.Header().Set("x-ballet-request-id", reqID)
-
-	token := bearer(r.Header.Get("Authorization"), r.Header.Get("x-api-key"))
-	if token == "" {
-		writeError(w, http.StatusUnauthorized, llm.ErrAuthentication, "missing gateway token: send it as Authorization: Bearer <token> or x-api-key")
+	reqID := requestID(ctx)
+	p, ref := s.authorize(r)
+	if ref != nil {
+		anthropicForm.write(w, ref)
 		return
 	}
-	p, err := llm.VerifyToken(s.signingKey, token)
-	if err != nil {
-		writeError(w, http.StatusUnauthorized, llm.ErrAuthentication, err.Error())
-		return
-	}
-	if !p.Can(llm.CapabilityInvoke) {
-		writeError(w, http.StatusForbidden, llm.ErrPermission, "the token lacks the llm.invoke capability")
-		return
-	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, llm.ErrTooLarge, "request body over "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
-			return
-		}
-		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "read body: "+err.Error())
+	raw, ref := s.readBody(w, r)
+	if ref != nil {
+		anthropicForm.write(w, ref)
 		return
 	}
 	var head requestHead
@@ -69,67 +52,27 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "max_tokens: must be at least 1")
 		return
 	}
-
-	sc, err := s.scopes.get(ctx, p.Organization, p.Project)
-	if err != nil {
-		if store.IsCode(err, store.CodeNotFound) {
-			writeError(w, http.StatusForbidden, llm.ErrPermission, "the token's organization or project does not exist")
-			return
-		}
-		if store.ErrorCode(err) == store.CodeUnavailable {
-			s.log.WarnContext(ctx, "call refused: postgres unavailable", slog.Any("error", err))
-			writeUnavailable(w)
-			return
-		}
-		s.log.ErrorContext(ctx, "resolve scope", slog.Any("error", err))
-		writeError(w, http.StatusInternalServerError, llm.ErrAPI, "gateway: cannot load the project's settings")
+	sc, ref := s.scopeOf(ctx, p)
+	if ref != nil {
+		anthropicForm.write(w, ref)
 		return
 	}
-	cred, ok := sc.credential(head.Model)
-	if !ok {
-		switch {
-		case s.fallbackURL != "":
-			cred = upstreamCred{provider: store.ProviderAnthropic, apiKey: "fake", baseURL: s.fallbackURL}
-		case sc.openErr != nil:
-			s.log.ErrorContext(ctx, "open credential", slog.String("scope", sc.name()), slog.Any("error", sc.openErr))
-			writeError(w, http.StatusInternalServerError, llm.ErrAPI, "gateway: the "+sc.name()+" credential cannot be opened with the gateway's credentials key")
-			return
-		default:
-			writeError(w, http.StatusForbidden, llm.ErrPermission, "no provider credential for "+sc.name()+" or its organization "+sc.OrganizationKey)
-			return
-		}
-	}
-	if cred.baseURL == "" {
-		cred.baseURL = s.cfg.AnthropicURL
-		if cred.provider == store.ProviderOpenAI {
-			cred.baseURL = s.cfg.OpenAIURL
-		}
-	}
-	if err := s.upstreams.Check(cred.baseURL); err != nil {
-		// The key goes nowhere the operator did not allow.
-		s.log.WarnContext(ctx, "credential base_url refused", slog.String("scope", sc.name()),
-			slog.String("provider", cred.provider), slog.Any("error", err))
-		writeError(w, http.StatusForbidden, llm.ErrPermission, "the "+cred.provider+" credential of "+sc.name()+
-			" has a base_url that is not allowed: "+UpstreamRule)
-		s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, http.StatusForbidden, llm.Usage{})
+	cred, ref := s.chooseCredential(ctx, sc, head.Model)
+	if ref != nil {
+		anthropicForm.write(w, ref)
 		return
 	}
-
-	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, int64(estimateTokens(len(raw))+head.MaxTokens))
-	if err != nil {
-		var le *limitError
-		if errors.As(err, &le) {
-			w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(le.retryAfter)))
-			typ := llm.ErrRateLimit
-			if le.status == http.StatusForbidden {
-				typ = llm.ErrPermission
-			}
-			writeError(w, le.status, typ, le.message)
-			s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, le.status, llm.Usage{})
-			return
+	if ref := s.checkUpstream(ctx, sc, cred); ref != nil {
+		anthropicForm.write(w, ref)
+		s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, ref.status, llm.Usage{})
+		return
+	}
+	res, ref := s.reserve(ctx, sc, int64(estimateTokens(len(raw))+head.MaxTokens))
+	if ref != nil {
+		anthropicForm.write(w, ref)
+		if ref.status != http.StatusServiceUnavailable {
+			s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, ref.status, llm.Usage{})
 		}
-		s.log.ErrorContext(ctx, "reserve limits", slog.String("scope", sc.name()), slog.Any("error", err))
-		writeError(w, http.StatusServiceUnavailable, llm.ErrOverloaded, "gateway: rate limiter unavailable")
 		return
 	}
 

@@ -202,8 +202,21 @@ func (e *env) post(t testing.TB, token string, body any) (*http.Response, []byte
 			t.Fatal(err)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
+	return e.send(t, http.MethodPost, "/v1/messages", token, b)
+}
+
+// send makes one request of any route with the given Authorization token
+// ("" for none) and returns the answer with its body read.
+func (e *env) send(t testing.TB, method, path, token string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, e.url+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -15,8 +15,11 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
 	retries  *prometheus.CounterVec
-	dropped  prometheus.Counter
-	written  prometheus.Counter
+	// countTokens counts POST /v1/messages/count_tokens, which costs nothing
+	// and is kept out of requests and tokens.
+	countTokens *prometheus.CounterVec
+	dropped     prometheus.Counter
+	written     prometheus.Counter
 	// models bounds the model label; nil keeps every name.
 	models *modelLabels
 }
@@ -35,6 +38,10 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 			Name: "ballet_llm_upstream_retries_total",
 			Help: "Upstream attempts retried after a connection error, 429 or 5xx before the first byte.",
 		}, []string{"provider"}),
+		countTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ballet_llm_count_tokens_total",
+			Help: "Token counts served by the gateway (count exact|estimated, \"\" for a refusal), by final HTTP status.",
+		}, []string{"organization", "project", "count", "status"}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ballet_llm_usage_dropped_total",
 			Help: "Usage rows dropped because the bounded buffer was full (Postgres unreachable for long).",
@@ -48,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 		Name: "ballet_llm_usage_pending",
 		Help: "Usage rows buffered, not yet written to Postgres.",
 	}, pending)
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.retries, m.dropped, m.written, pendingGauge} {
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.retries, m.countTokens, m.dropped, m.written, pendingGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register metrics: %w", err)
 		}

@@ -153,3 +153,16 @@ func (c *scopeCache) load(ctx context.Context, key, organizationID, projectID st
 	}
 	return s, nil
 }
+
+// credentialOf is the scope's credential of provider: the project's
+// override, else the organization's default.
+func (s *scope) credentialOf(provider string) (upstreamCred, bool) {
+	for _, project := range []bool{true, false} {
+		for _, c := range s.creds {
+			if c.project == project && c.provider == provider {
+				return c, true
+			}
+		}
+	}
+	return upstreamCred{}, false
+}

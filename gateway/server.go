@@ -4,7 +4,9 @@
 // project's provider (Anthropic as is, OpenAI-compatible servers through a
 // translation) with the project's credential, meters every call into
 // Prometheus and Postgres, and enforces budgets and rate limits through
-// Redis. Its wire types, tokens and client are in package llm, so that a
+// Redis. Beside it are the routes the official SDKs call (POST
+// /v1/messages/count_tokens, GET /v1/models and /v1/models/{model_id}) and
+// POST /v1/embeddings in the OpenAI form, metered and limited alike. Its wire types, tokens and client are in package llm, so that a
 // caller links no server code.
 //
 // The gateway is plain net/http rather than Fiber: it needs a true flush
@@ -20,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -125,14 +126,27 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 	return s, nil
 }
 
-// Handler serves POST /v1/messages; the process adds health and metrics.
+// Handler serves the gateway's routes; the process adds health and
+// metrics. Every answer carries the call's id in request-id (the header the
+// Anthropic SDKs read) and x-ballet-request-id; a metered call's usage row
+// has the same id.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", s.serveMessages)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.serveCountTokens)
+	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("GET /v1/models/{model_id...}", s.serveModel)
+	mux.HandleFunc("POST /v1/embeddings", s.serveEmbeddings)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, llm.ErrNotFound, "no route "+r.Method+" "+r.URL.Path+"; the gateway serves POST /v1/messages")
+		writeError(w, http.StatusNotFound, llm.ErrNotFound, "no route "+r.Method+" "+r.URL.Path+"; the gateway serves "+
+			"POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models, GET /v1/models/{model_id} and POST /v1/embeddings")
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := newRequestID()
+		w.Header().Set("request-id", id)
+		w.Header().Set("x-ballet-request-id", id)
+		mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
 }
 
 // Start allows the fallback upstream, when there is one, and runs the usage
@@ -180,16 +194,6 @@ func newRequestID() string {
 // writeError answers an error in the Anthropic form.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	writeErrorBody(w, status, errorJSON(typ, msg))
-}
-
-// writeUnavailable answers a call while Postgres cannot be reached: 503
-// overloaded_error with Retry-After, the form Anthropic clients retry after
-// the given wait.
-func writeUnavailable(w http.ResponseWriter) {
-	secs := int(store.UnavailableRetryAfter.Seconds())
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	writeError(w, http.StatusServiceUnavailable, llm.ErrOverloaded,
-		"gateway: the database is unavailable; retry in "+strconv.Itoa(secs)+" seconds")
 }
 
 func writeErrorBody(w http.ResponseWriter, status int, body []byte) {

@@ -14,7 +14,8 @@ import (
 // API and OpenAI Chat Completions) until SIGTERM or SIGINT.
 func runFakeLLM(ctx context.Context, args []string, _ io.Writer) error {
 	fs := newFlags("fake-llm", "fake-llm [--addr 127.0.0.1:8090] [--script demo|PATH]\n\n"+
-		"Serves POST /v1/messages (Anthropic) and POST /v1/chat/completions (OpenAI)\n"+
+		"Serves POST /v1/messages (Anthropic), POST /v1/messages/count_tokens, POST /v1/chat/completions (OpenAI)\n"+
+		"and POST /v1/embeddings (deterministic vectors: words hashed into 256 dimensions, concepts sharing one)\n"+
 		"from a script (JSON or YAML) until SIGTERM. The built-in demo script plays a\n"+
 		"planner on the demo project (see `ballet demo`).")
 	addr := fs.String("addr", "127.0.0.1:8090", "address to listen on")

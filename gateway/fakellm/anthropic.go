@@ -125,7 +125,7 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msgID := s.id("msg")
-	u := a.usage(body)
+	u := s.anthropicUsage(a, body)
 	if !req.Stream {
 		s.anthropicJSON(w, a, req.Model, msgID, u)
 		return

@@ -8,6 +8,16 @@
 // match are handed out in order, once each (or round and round with loop).
 // The text matched is the last user message's text, with each tool result
 // written as "[tool_result <tool name>] <result text>".
+//
+// The fake also serves POST /v1/embeddings (and /embeddings, the OpenAI
+// base-URL form) with deterministic vectors (Embed, Concepts), and POST
+// /v1/messages/count_tokens, counting four characters a token like its
+// usage figures. To make embeddings calls fail, for retry tests, set
+//
+//	embeddings: {fail_first: 2, status: 503}
+//
+// in the script, or call Server.FailEmbeddings(n, status) on a running fake:
+// the next n embeddings calls are answered status with an OpenAI error body.
 package fakellm
 
 import (
@@ -30,6 +40,25 @@ type Script struct {
 	Loop bool `yaml:"loop"`
 	// Answers are tried by match first, then handed out in order.
 	Answers []Answer `yaml:"answers"`
+	// Embeddings shapes the answers of POST /v1/embeddings, which are
+	// otherwise computed (see Embed) and never scripted.
+	Embeddings *Embeddings `yaml:"embeddings"`
+}
+
+// Embeddings are the faults and figures of the fake's embeddings answers.
+type Embeddings struct {
+	// FailFirst is how many embeddings calls, counted from the start, are
+	// answered Status (500 by default) instead; Server.FailEmbeddings sets
+	// the same at run time.
+	FailFirst int `yaml:"fail_first"`
+	// Status is the status of those failures (≥ 400).
+	Status int `yaml:"status"`
+	// RetryAfter is sent with them, in seconds, when set.
+	RetryAfter int `yaml:"retry_after"`
+	// OmitUsage leaves usage out of the answers.
+	OmitUsage bool `yaml:"omit_usage"`
+	// Latency is waited before each answer.
+	Latency time.Duration `yaml:"latency"`
 }
 
 // Answer is one scripted reply.
@@ -143,6 +172,11 @@ func MustParse(src string) *Script {
 func (s *Script) compile() error {
 	if len(s.Answers) == 0 {
 		return errors.New("fakellm: script has no answers")
+	}
+	if e := s.Embeddings; e != nil {
+		if e.FailFirst < 0 || e.RetryAfter < 0 || e.Latency < 0 || (e.Status != 0 && e.Status < 400) {
+			return errors.New("fakellm: embeddings: fail_first, retry_after and latency must not be negative, status must be ≥ 400")
+		}
 	}
 	for i := range s.Answers {
 		a := &s.Answers[i]

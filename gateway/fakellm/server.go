@@ -22,16 +22,22 @@ type Request struct {
 	Body   []byte
 }
 
-// Server serves a script over HTTP: POST /v1/messages (Anthropic) and
-// POST /v1/chat/completions or /chat/completions (OpenAI).
+// Server serves a script over HTTP: POST /v1/messages and
+// /v1/messages/count_tokens (Anthropic), POST /v1/chat/completions or
+// /chat/completions and POST /v1/embeddings or /embeddings (OpenAI).
 type Server struct {
 	script *Script
 	next   atomic.Int64
 	ids    atomic.Int64
 	active atomic.Int64
 
+	embedFails      atomic.Int64 // embeddings calls still to fail
+	embedFailStatus atomic.Int64
+
 	mu       sync.Mutex
 	requests []Request
+
+	cache promptCache // cache.go
 
 	srv *http.Server
 	ln  net.Listener
@@ -42,7 +48,11 @@ const maxKept = 1000
 
 // New returns a server for the script; call Start, or mount Handler.
 func New(script *Script) *Server {
-	return &Server{script: script}
+	s := &Server{script: script}
+	if e := script.Embeddings; e != nil && e.FailFirst > 0 {
+		s.FailEmbeddings(e.FailFirst, e.Status)
+	}
+	return s
 }
 
 // Start listens on a free loopback port and serves in the background.
@@ -110,6 +120,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/messages", s.serveAnthropic)
 	mux.HandleFunc("POST /v1/chat/completions", s.serveOpenAI)
 	mux.HandleFunc("POST /chat/completions", s.serveOpenAI)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.serveCountTokens)
+	mux.HandleFunc("POST /v1/embeddings", s.serveEmbeddings)
+	mux.HandleFunc("POST /embeddings", s.serveEmbeddings)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.active.Add(1)
 		defer s.active.Add(-1)

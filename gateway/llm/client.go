@@ -40,15 +40,21 @@ func NewClient(url string, signingKey []byte, hc *http.Client) *Client {
 func (c *Client) Token(p Principal) (string, error) { return Mint(c.key, p, c.ttl) }
 
 func (c *Client) post(ctx context.Context, p Principal, req MessageRequest) (*http.Response, error) {
+	return c.postJSON(ctx, p, "/v1/messages", req)
+}
+
+// postJSON sends body to the gateway's path with a token minted for p; an
+// answer other than 200 is returned as an *APIError.
+func (c *Client) postJSON(ctx context.Context, p Principal, path string, body any) (*http.Response, error) {
 	token, err := c.Token(p)
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(req)
+	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: encode request: %w", err)
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/messages", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: request: %w", err)
 	}
@@ -66,6 +72,9 @@ func (c *Client) post(ctx context.Context, p Principal, req MessageRequest) (*ht
 	return resp, nil
 }
 
+// readAPIError reads an error answer: the Anthropic form
+// {"type":"error","error":{"type","message"}} or the OpenAI form
+// {"error":{"message","type","code"}} of the embeddings route.
 func readAPIError(resp *http.Response) *APIError {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	e := &APIError{Status: resp.StatusCode, Type: ErrorTypeForStatus(resp.StatusCode), Message: strings.TrimSpace(string(b))}

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/store"
+)
+
+// refusal is an answer the gateway gives itself instead of calling upstream.
+type refusal struct {
+	status int
+	typ    string // an Anthropic error type (llm.Err…), in both forms
+	msg    string
+	// code is the OpenAI form's error.code ("" for null).
+	code string
+	// retryAfter is sent as Retry-After, in seconds, when positive.
+	retryAfter int
+}
+
+func refuse(status int, typ, msg string) *refusal {
+	return &refusal{status: status, typ: typ, msg: msg}
+}
+
+// errorForm is the error body of one API: the Anthropic form on the
+// Messages and Models routes, the OpenAI form on /v1/embeddings, whose
+// callers are OpenAI clients. Both carry the same error types and messages.
+type errorForm int
+
+const (
+	anthropicForm errorForm = iota
+	openaiForm
+)
+
+func (f errorForm) write(w http.ResponseWriter, r *refusal) {
+	if r.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(r.retryAfter))
+	}
+	if f == openaiForm {
+		writeErrorBody(w, r.status, openaiErrorJSON(r.typ, r.code, r.msg))
+		return
+	}
+	writeError(w, r.status, r.typ, r.msg)
+}
+
+// openaiErrorJSON is {"error":{"message","type","code"}}, the body OpenAI
+// clients read; code is null when "".
+func openaiErrorJSON(typ, code, msg string) []byte {
+	var c *string
+	if code != "" {
+		c = &code
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": c}})
+	return b
+}
+
+// requestIDKey keys the request id in a request's context.
+type requestIDKey struct{}
+
+// requestID is the id the Handler gave the request (the request-id header).
+func requestID(ctx context.Context) string {
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+		return id
+	}
+	return newRequestID()
+}
+
+// authorize reads and checks the gateway token of a call: every route needs
+// one with the llm.invoke capability.
+func (s *Server) authorize(r *http.Request) (llm.Principal, *refusal) {
+	token := bearer(r.Header.Get("Authorization"), r.Header.Get("x-api-key"))
+	if token == "" {
+		return llm.Principal{}, refuse(http.StatusUnauthorized, llm.ErrAuthentication,
+			"missing gateway token: send it as Authorization: Bearer <token> or x-api-key")
+	}
+	p, err := llm.VerifyToken(s.signingKey, token)
+	if err != nil {
+		return llm.Principal{}, refuse(http.StatusUnauthorized, llm.ErrAuthentication, err.Error())
+	}
+	if !p.Can(llm.CapabilityInvoke) {
+		return llm.Principal{}, refuse(http.StatusForbidden, llm.ErrPermission, "the token lacks the llm.invoke capability")
+	}
+	return p, nil
+}
+
+// readBody reads a request body up to gateway.max_request_bytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *refusal) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, refuse(http.StatusRequestEntityTooLarge, llm.ErrTooLarge, "request body over "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
+		}
+		return nil, refuse(http.StatusBadRequest, llm.ErrInvalidRequest, "read body: "+err.Error())
+	}
+	return raw, nil
+}
+
+// scopeOf resolves the scope of a principal: its project, or its
+// organization for an organization token.
+func (s *Server) scopeOf(ctx context.Context, p llm.Principal) (*scope, *refusal) {
+	sc, err := s.scopes.get(ctx, p.Organization, p.Project)
+	if err == nil {
+		return sc, nil
+	}
+	if store.IsCode(err, store.CodeNotFound) {
+		return nil, refuse(http.StatusForbidden, llm.ErrPermission, "the token's organization or project does not exist")
+	}
+	if store.ErrorCode(err) == store.CodeUnavailable {
+		s.log.WarnContext(ctx, "call refused: postgres unavailable", slog.Any("error", err))
+		secs := int(store.UnavailableRetryAfter.Seconds())
+		return nil, &refusal{status: http.StatusServiceUnavailable, typ: llm.ErrOverloaded, retryAfter: secs,
+			msg: "gateway: the database is unavailable; retry in " + strconv.Itoa(secs) + " seconds"}
+	}
+	s.log.ErrorContext(ctx, "resolve scope", slog.Any("error", err))
+	return nil, refuse(http.StatusInternalServerError, llm.ErrAPI, "gateway: cannot load the project's settings")
+}
+
+// chooseCredential picks the credential of a Messages call for model (see
+// scope.credential), else the fallback upstream; the provider's default URL
+// fills an empty base_url.
+func (s *Server) chooseCredential(ctx context.Context, sc *scope, model string) (upstreamCred, *refusal) {
+	cred, ok := sc.credential(model)
+	if !ok {
+		switch {
+		case s.fallbackURL != "":
+			cred = upstreamCred{provider: store.ProviderAnthropic, apiKey: "fake", baseURL: s.fallbackURL}
+		case sc.openErr != nil:
+			return cred, s.openFailed(ctx, sc)
+		default:
+			return cred, refuse(http.StatusForbidden, llm.ErrPermission, "no provider credential for "+sc.name()+" or its organization "+sc.OrganizationKey)
+		}
+	}
+	return s.withDefaultURL(cred), nil
+}
+
+func (s *Server) openFailed(ctx context.Context, sc *scope) *refusal {
+	s.log.ErrorContext(ctx, "open credential", slog.String("scope", sc.name()), slog.Any("error", sc.openErr))
+	return refuse(http.StatusInternalServerError, llm.ErrAPI, "gateway: the "+sc.name()+" credential cannot be opened with the gateway's credentials key")
+}
+
+func (s *Server) withDefaultURL(cred upstreamCred) upstreamCred {
+	if cred.baseURL == "" {
+		cred.baseURL = s.cfg.AnthropicURL
+		if cred.provider == store.ProviderOpenAI {
+			cred.baseURL = s.cfg.OpenAIURL
+		}
+	}
+	return cred
+}
+
+// checkUpstream refuses a credential whose base_url the operator did not
+// allow: the key goes nowhere else.
+func (s *Server) checkUpstream(ctx context.Context, sc *scope, cred upstreamCred) *refusal {
+	if err := s.upstreams.Check(cred.baseURL); err != nil {
+		s.log.WarnContext(ctx, "credential base_url refused", slog.String("scope", sc.name()),
+			slog.String("provider", cred.provider), slog.Any("error", err))
+		return refuse(http.StatusForbidden, llm.ErrPermission, "the "+cred.provider+" credential of "+sc.name()+
+			" has a base_url that is not allowed: "+UpstreamRule)
+	}
+	return nil
+}
+
+// reserve takes amount tokens and a request against the scope's limits; a
+// refusal names the limit (429, or 403 for a spent budget).
+func (s *Server) reserve(ctx context.Context, sc *scope, amount int64) (*reservation, *refusal) {
+	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, amount)
+	if err == nil {
+		return res, nil
+	}
+	var le *limitError
+	if errors.As(err, &le) {
+		r := &refusal{status: le.status, typ: llm.ErrRateLimit, msg: le.message, code: "rate_limit_exceeded",
+			retryAfter: retryAfterSeconds(le.retryAfter)}
+		if le.status == http.StatusForbidden {
+			r.typ, r.code = llm.ErrPermission, "budget_exceeded"
+		}
+		return nil, r
+	}
+	s.log.ErrorContext(ctx, "reserve limits", slog.String("scope", sc.name()), slog.Any("error", err))
+	return nil, refuse(http.StatusServiceUnavailable, llm.ErrOverloaded, "gateway: rate limiter unavailable")
+}
