@@ -86,6 +86,10 @@ type PlannerConfig struct {
 	// MaxToolInputBytes caps the input of one tool call that a model answer
 	// may store; a larger one is refused as an error result.
 	MaxToolInputBytes int `toml:"max_tool_input_bytes"`
+	// PromptCaching marks prompt-caching breakpoints on planner calls (the
+	// tools, the system prompt and the conversation so far), so that an
+	// Anthropic upstream bills the repeated prefix as cache reads.
+	PromptCaching bool `toml:"prompt_caching"`
 }
 
 // DefaultPlannerConfig returns the defaults of SPEC §1.
@@ -97,6 +101,7 @@ func DefaultPlannerConfig() PlannerConfig {
 		Skill:             "planner",
 		CompactAtTokens:   100000,
 		MaxToolInputBytes: 256 << 10,
+		PromptCaching:     true,
 	}
 }
 

@@ -33,6 +33,9 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 		Tools:     a.toolDefs(),
 		Stream:    true,
 	}
+	if a.w.planner.PromptCaching {
+		markCacheBreakpoints(&req)
+	}
 	resp, err := a.w.d.Model.Call(ctx, a.principal(), req, func(delta string) {
 		a.w.d.Publisher.Publish(ctx, store.Output{Session: a.fence.Session, Turn: a.fence.Turn, Type: store.OutputText, Text: delta})
 	})
