@@ -3,26 +3,25 @@ package store
 import (
 	"context"
 	"fmt"
-	"math"
-	"sort"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Embedder turns texts into vectors for the semantic search leg. It is
-// optional: Search and SearchKnowledge take one in their query, and a nil
-// Embedder (the default, used until the gateway offers embeddings) turns
-// the leg off, leaving full-text and trigram fused alone.
-//
-// The leg is computed in Go: the query's embedding is compared by cosine
-// similarity with at most maxSemanticRows stored embeddings of the caller's
-// read scope (search_embeddings, filled by IndexEmbeddings), and the ranked
-// ids join the SQL fusion. That is cheap for a knowledge space or a few
-// thousand items; beyond it, a pgvector index should replace the scan.
+// Embedder turns texts into vectors for the semantic search leg.
 type Embedder interface {
-	// Embed returns one vector per text, all of the same dimension.
+	// Model is the embedding model. Stored vectors record it, and a query
+	// compares only vectors of its model.
+	Model() string
+	// Embed returns one vector per text, in order, all of one dimension.
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
+
+// Embedders gives the Embedder that meters to a scope: a project, or its
+// organization when projectID is "". A nil Embedders, or one returning
+// nil, turns the semantic leg off, leaving full-text and trigram fused
+// alone.
+type Embedders func(organizationID, projectID string) Embedder
 
 // Entity types of search_embeddings.
 const (
@@ -31,157 +30,108 @@ const (
 	embedKnowledge = "knowledge"
 )
 
-// maxSemanticRows bounds the stored embeddings one query compares against.
-const maxSemanticRows = 5000
-
-// semanticRank ranks stored embeddings of entityType by cosine similarity
-// to q, best first; nil when e is nil. The read scope here only narrows the
-// scan: the SQL re-filters every id by the full rule.
-func (db *DB) semanticRank(ctx context.Context, e Embedder, entityType, q string, rs readScope) ([]string, error) {
+// queryEmbedding embeds the query text q for the semantic leg, metered to
+// (organizationID, projectID). It returns nil when the leg is off: no
+// Embedders, no scope to meter to (organizationID ""), no Embedder for the
+// scope, or an embedding that failed (the gateway down, a budget spent).
+// A failure is logged and never fails the search: the lexical legs still
+// answer.
+func queryEmbedding(ctx context.Context, es Embedders, organizationID, projectID, q string) (Embedder, []float32) {
+	if es == nil || organizationID == "" {
+		return nil, nil
+	}
+	e := es(organizationID, projectID)
 	if e == nil {
 		return nil, nil
 	}
 	vecs, err := e.Embed(ctx, []string{q})
+	if err == nil && (len(vecs) != 1 || len(vecs[0]) == 0) {
+		err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("semantic leg: embed query: %w", err)
+		slog.Default().WarnContext(ctx, "search: semantic leg off for this query: embed query failed",
+			"organization", organizationID, "project", projectID, "model", e.Model(), "err", err)
+		return nil, nil
 	}
-	if len(vecs) != 1 || len(vecs[0]) == 0 {
-		return nil, fmt.Errorf("semantic leg: embedder returned %d vectors for 1 text", len(vecs))
+	v := normalized(vecs[0])
+	if v == nil {
+		return nil, nil
 	}
-	query := vecs[0]
-	rows, err := db.pool.Query(ctx, `
-		SELECT entity_id::text, embedding FROM search_embeddings
-		WHERE entity_type = $1 AND ($2::bool OR organization_id IS NULL
-		   OR organization_id = ANY($3::uuid[]) OR project_id = ANY($4::uuid[]))
-		ORDER BY updated_at DESC LIMIT $5`,
-		entityType, rs.all, nonNil(rs.organizations), nonNil(rs.projects), maxSemanticRows)
+	return e, v
+}
+
+// semanticRank ranks the stored vectors of entityType and of e's model in
+// the scope vs by cosine similarity to the query vector q, best first, at
+// most searchCandidate ids; nil when the leg is off (e nil). It compares
+// every vector of the scope (see rankVectors for the cost), in tx under a
+// savepoint: a scan that fails, e.g. on the search's statement timeout,
+// is logged and leaves the leg off, and the lexical legs still answer in
+// the same transaction. The scope here only narrows the scan: the SQL of
+// the search re-filters every id by the full read rule.
+func semanticRank(ctx context.Context, tx pgx.Tx, e Embedder, q []float32, entityType string, vs vectorScope) []string {
+	if e == nil || len(q) == 0 || vs.empty() {
+		return nil
+	}
+	var ids []string
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+		var err error
+		ids, err = rankVectors(ctx, sp, e.Model(), entityType, q, vs, searchCandidate)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("semantic leg: %w", err)
+		slog.Default().WarnContext(ctx, "search: semantic leg off for this query: rank vectors failed",
+			"entity_type", entityType, "model", e.Model(), "err", err)
+		return nil
 	}
-	defer rows.Close()
-	type scored struct {
-		id  string
-		sim float64
+	return ids
+}
+
+// vectorScope is where the semantic leg reads vectors: everything, every
+// entity of whole organizations, of single projects, or the
+// organization-level entities (no project) of orgLevel.
+type vectorScope struct {
+	all                               bool
+	organizations, projects, orgLevel []string
+}
+
+func (v vectorScope) empty() bool {
+	return !v.all && len(v.organizations) == 0 && len(v.projects) == 0 && len(v.orgLevel) == 0
+}
+
+// vectorScopeOf is the vector scope of a read scope, plus the
+// organization-level entities of orgLevel (skills of organizations whose
+// organization skills are readable).
+func vectorScopeOf(rs readScope, orgLevel []string) vectorScope {
+	return vectorScope{all: rs.all, organizations: rs.organizations, projects: rs.projects, orgLevel: orgLevel}
+}
+
+// meteringScope is where Search meters its query embedding: the project
+// searched, else the one organization the caller's read scopes lie in;
+// ("", "") — the leg off — when they span several organizations or the
+// whole platform.
+func meteringScope(caller Caller, project Project, perms ...Permission) (org, projectID string) {
+	if project.ID != "" {
+		return project.OrganizationID, project.ID
 	}
-	var all []scored
-	for rows.Next() {
-		var id string
-		var v []float32
-		if err := rows.Scan(&id, &v); err != nil {
-			return nil, fmt.Errorf("semantic leg: %w", err)
+	p := caller.Principal
+	if p == nil {
+		return "", ""
+	}
+	for _, b := range p.Bindings {
+		readable := false
+		for _, perm := range perms {
+			readable = readable || p.Can(perm, b.Scope.OrganizationID, b.Scope.ProjectID)
 		}
-		if sim := cosine(query, v); sim > 0 {
-			all = append(all, scored{id, sim})
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("semantic leg: %w", err)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].sim > all[j].sim })
-	if len(all) > searchCandidate {
-		all = all[:searchCandidate]
-	}
-	ids := make([]string, len(all))
-	for i, s := range all {
-		ids[i] = s.id
-	}
-	return ids, nil
-}
-
-// cosine is the cosine similarity of a and b; 0 when their dimensions
-// differ or either is zero.
-func cosine(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return 0
-	}
-	var dot, na, nb float64
-	for i := range a {
-		dot += float64(a[i]) * float64(b[i])
-		na += float64(a[i]) * float64(a[i])
-		nb += float64(b[i]) * float64(b[i])
-	}
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot / (math.Sqrt(na) * math.Sqrt(nb))
-}
-
-// embedSources select, per entity type, the rows whose stored embedding is
-// missing or stale: id, organization, project, text, content hash.
-var embedSources = map[string]string{
-	embedItem: `SELECT x.id, p.organization_id, x.project_id, x.text, x.hash FROM (
-		SELECT id, project_id, key || E'\n' || title || E'\n' || description AS text,
-		       sha256(convert_to(key || E'\n' || title || E'\n' || description, 'UTF8')) AS hash FROM items) x
-		JOIN projects p ON p.id = x.project_id`,
-	embedSkill: `SELECT id, organization_id, project_id, text, sha256(convert_to(text, 'UTF8')) FROM (
-		SELECT id, organization_id, project_id, name || E'\n' || description || E'\n' || draft AS text FROM skills) x`,
-	embedKnowledge: `SELECT id, organization_id, NULL::uuid, text, sha256(convert_to(text, 'UTF8')) FROM (
-		SELECT id, organization_id, title || E'\n' || body AS text FROM knowledge_entries) x`,
-}
-
-// IndexEmbeddings embeds up to batch items, skills and knowledge entries
-// (each) whose text changed since they were last embedded, and stores the
-// vectors for the semantic leg. It returns how many it embedded; a worker
-// calls it until it returns 0 when an Embedder is configured.
-func (db *DB) IndexEmbeddings(ctx context.Context, e Embedder, batch int) (int, error) {
-	total := 0
-	for _, typ := range []string{embedItem, embedSkill, embedKnowledge} {
-		n, err := db.indexEmbeddings(ctx, e, typ, batch)
-		if err != nil {
-			return total, fmt.Errorf("store: index embeddings: %s: %w", typ, err)
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// embedPending is a searchable thing whose text changed since it was last
-// embedded.
-type embedPending struct {
-	id, org, project, text string
-	hash                   []byte
-}
-
-func scanEmbedPending(row pgx.Row) (embedPending, error) {
-	var p embedPending
-	err := row.Scan(&p.id, &p.org, &p.project, &p.text, &p.hash)
-	return p, err
-}
-
-func (db *DB) indexEmbeddings(ctx context.Context, e Embedder, typ string, batch int) (int, error) {
-	rows, err := db.pool.Query(ctx, `
-		WITH src (id, organization_id, project_id, text, hash) AS (`+embedSources[typ]+`)
-		SELECT src.id::text, COALESCE(src.organization_id::text, ''), COALESCE(src.project_id::text, ''), src.text, src.hash
-		FROM src LEFT JOIN search_embeddings se ON se.entity_type = $1 AND se.entity_id = src.id
-		WHERE se.content_hash IS DISTINCT FROM src.hash LIMIT $2`, typ, batch)
-	if err != nil {
-		return 0, err
-	}
-	todo, err := collect(rows, scanEmbedPending)
-	if err != nil || len(todo) == 0 {
-		return 0, err
-	}
-	texts := make([]string, len(todo))
-	for i, p := range todo {
-		texts[i] = p.text
-	}
-	vecs, err := e.Embed(ctx, texts)
-	if err != nil {
-		return 0, err
-	}
-	if len(vecs) != len(todo) {
-		return 0, fmt.Errorf("embedder returned %d vectors for %d texts", len(vecs), len(todo))
-	}
-	for i, p := range todo {
-		if _, err := db.pool.Exec(ctx, `
-			INSERT INTO search_embeddings (entity_type, entity_id, organization_id, project_id, content_hash, embedding)
-			VALUES ($1, $2, NULLIF($3, '')::uuid, NULLIF($4, '')::uuid, $5, $6)
-			ON CONFLICT (entity_type, entity_id) DO UPDATE SET organization_id = EXCLUDED.organization_id,
-			    project_id = EXCLUDED.project_id, content_hash = EXCLUDED.content_hash,
-			    embedding = EXCLUDED.embedding, updated_at = now()`,
-			typ, p.id, p.org, p.project, p.hash, vecs[i]); err != nil {
-			return i, err
+		switch {
+		case !readable:
+			continue
+		case b.Scope.Kind == ScopePlatform || b.Scope.OrganizationID == "":
+			return "", ""
+		case org == "":
+			org = b.Scope.OrganizationID
+		case org != b.Scope.OrganizationID:
+			return "", ""
 		}
 	}
-	return len(todo), nil
+	return org, ""
 }

@@ -11,8 +11,10 @@ import (
 
 // Search is hybrid (SPEC §6, §10): a full-text leg (websearch_to_tsquery,
 // ranked by ts_rank_cd), a pg_trgm similarity leg (typos, and item keys
-// such as WEB-12 matched case-insensitively) and, when an Embedder is
-// given, a semantic leg, fused by reciprocal rank: score = Σ 1/(rrfK+rank).
+// such as WEB-12 matched case-insensitively) and, when the query carries
+// Embedders, a semantic leg (store/embed.go: every stored vector of the
+// read scope and the current model, compared in Go), fused by reciprocal
+// rank: score = Σ 1/(rrfK+rank).
 // The query text only ever travels as a bind parameter and through
 // websearch_to_tsquery, which accepts any input, so quotes, operators and
 // other metacharacters give plain results, never an error.
@@ -40,8 +42,11 @@ type SearchQuery struct {
 	Kind    string
 	Project string
 	Limit   int
-	// Embedder turns on the semantic leg; nil (the default) leaves it off.
-	Embedder Embedder
+	// Embedders turns on the semantic leg; nil (the default) leaves it
+	// off. The query embedding is metered to the project searched, else to
+	// the one organization the caller reads in; a caller reading in several
+	// organizations searches without the leg.
+	Embedders Embedders
 }
 
 // SearchHit is one result of Search. Items carry Key, Type (the item kind),
@@ -147,31 +152,32 @@ func (db *DB) Search(ctx context.Context, caller Caller, sq SearchQuery) ([]Sear
 	}
 	items := (sq.Kind == "" || sq.Kind == SearchItems) && !itemScope.empty()
 	skills := (sq.Kind == "" || sq.Kind == SearchSkills) && !skillScope.empty()
-	// The semantic ranks and the organizations of skills are looked up
-	// before the search takes its connection.
-	var itemSem, skillSem, skillOrgs []string
-	if items {
-		if itemSem, err = db.semanticRank(ctx, sq.Embedder, embedItem, q, itemScope); err != nil {
-			return nil, fmt.Errorf("store: search items: %w", err)
-		}
+	// The query embedding (a call to the gateway) and the organizations of
+	// skills are looked up before the search takes its connection; the
+	// vectors are ranked inside it, under the gate and the timeout.
+	var skillOrgs []string
+	var e Embedder
+	var qv []float32
+	if items || skills {
+		org, pid := meteringScope(caller, project, PermTrackerRead, PermSkillRead)
+		e, qv = queryEmbedding(ctx, sq.Embedders, org, pid, q)
 	}
 	if skills {
 		skillOrgs = db.skillOrganizations(ctx, skillScope, project)
-		if skillSem, err = db.semanticRank(ctx, sq.Embedder, embedSkill, q, skillScope); err != nil {
-			return nil, fmt.Errorf("store: search skills: %w", err)
-		}
 	}
 	var hits []SearchHit
 	err = db.searchTx(ctx, searchTenant(caller, project.OrganizationID), func(tx pgx.Tx) error {
 		if items {
-			h, err := searchItems(ctx, tx, q, limit, itemScope, itemSem)
+			sem := semanticRank(ctx, tx, e, qv, embedItem, vectorScopeOf(itemScope, nil))
+			h, err := searchItems(ctx, tx, q, limit, itemScope, sem)
 			if err != nil {
 				return fmt.Errorf("items: %w", err)
 			}
 			hits = append(hits, h...)
 		}
 		if skills {
-			h, err := searchSkills(ctx, tx, q, limit, skillScope, skillOrgs, skillSem)
+			sem := semanticRank(ctx, tx, e, qv, embedSkill, vectorScopeOf(skillScope, skillOrgs))
+			h, err := searchSkills(ctx, tx, q, limit, skillScope, skillOrgs, sem)
 			if err != nil {
 				return fmt.Errorf("skills: %w", err)
 			}
@@ -260,8 +266,9 @@ type KnowledgeSearch struct {
 	Kind    string
 	Project string
 	Limit   int
-	// Embedder turns on the semantic leg; nil (the default) leaves it off.
-	Embedder Embedder
+	// Embedders turns on the semantic leg, metered to the organization;
+	// nil (the default) leaves it off.
+	Embedders Embedders
 }
 
 // KnowledgeHit is one result of SearchKnowledge: the entry without its
@@ -294,12 +301,10 @@ func (db *DB) SearchKnowledge(ctx context.Context, caller Caller, orgKey string,
 	if err != nil {
 		return nil, fmt.Errorf("store: search knowledge: %w", err)
 	}
-	sem, err := db.semanticRank(ctx, ks.Embedder, embedKnowledge, q, readScope{organizations: []string{org.ID}})
-	if err != nil {
-		return nil, fmt.Errorf("store: search knowledge: %w", err)
-	}
+	e, qv := queryEmbedding(ctx, ks.Embedders, org.ID, "", q)
 	var hits []KnowledgeHit
 	err = db.searchTx(ctx, org.ID, func(tx pgx.Tx) error {
+		sem := semanticRank(ctx, tx, e, qv, embedKnowledge, vectorScope{orgLevel: []string{org.ID}})
 		rows, err := tx.Query(ctx, knowledgeSearchSQL, q, limit, searchCandidate, org.ID, ks.Kind,
 			strings.ToUpper(ks.Project), nonNil(sem), rrfK, headlineOptions)
 		if err != nil {

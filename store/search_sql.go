@@ -9,7 +9,7 @@ import (
 // The hybrid search statements. Each leg ranks at most $3 candidates; the
 // fused CTE sums 1/(k + rank) over the legs an id appears in (reciprocal
 // rank fusion) and keeps the best $2. The semantic leg is an array of ids
-// ranked in Go (empty when no Embedder is configured), re-filtered here by
+// ranked in Go (empty when the leg is off), re-filtered here by
 // the same read scope as the other legs.
 
 // itemSearchSQL: $1 q, $2 limit, $3 candidates, $4 all, $5 organization

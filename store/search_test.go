@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"hash/fnv"
 	"slices"
 	"strings"
 	"testing"
@@ -218,61 +217,4 @@ func TestSearchKnowledge(t *testing.T) {
 	wantCode(t, err, store.CodeNotFound, `organization "acme" not found`)
 	_, err = f.db.SearchKnowledge(ctx, f.viewer, "acme", store.KnowledgeSearch{Q: "x", Kind: "memo"})
 	wantCode(t, err, store.CodeInvalid, "kind:")
-}
-
-// wordEmbedder is a toy Embedder: each word (after a small synonym table)
-// hashes to one of 64 dimensions.
-type wordEmbedder struct{}
-
-var synonyms = map[string]string{"sign-in": "login", "signin": "login", "credentials": "password"}
-
-func (wordEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
-	out := make([][]float32, len(texts))
-	for i, text := range texts {
-		v := make([]float32, 64)
-		for _, w := range strings.Fields(strings.ToLower(text)) {
-			if s, ok := synonyms[w]; ok {
-				w = s
-			}
-			h := fnv.New32a()
-			h.Write([]byte(w))
-			v[h.Sum32()%64]++
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-func TestSearchSemanticLeg(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	f := searchFix(t)
-	if _, err := f.db.CreateKnowledge(ctx, f.admin, "acme", store.NewKnowledge{Kind: "note", Title: "Login", Body: "login"}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := f.db.IndexEmbeddings(ctx, wordEmbedder{}, 100)
-	if err != nil || n != 9 {
-		t.Fatalf("indexed %d, %v; want 9", n, err)
-	}
-	if n, _ := f.db.IndexEmbeddings(ctx, wordEmbedder{}, 100); n != 0 {
-		t.Fatalf("re-indexed %d unchanged rows", n)
-	}
-	// "sign-in" shares no lexeme or trigram with "Login page redesign".
-	hits, err := f.db.Search(ctx, f.viewer, store.SearchQuery{Q: "sign-in", Kind: "item"})
-	if err != nil || len(hits) != 0 {
-		t.Fatalf("without an embedder: %v, %v", keysOf(hits), err)
-	}
-	hits, err = f.db.Search(ctx, f.viewer, store.SearchQuery{Q: "sign-in", Kind: "item", Embedder: wordEmbedder{}})
-	if err != nil || len(hits) == 0 || hits[0].Key != "WEB-1" {
-		t.Fatalf("with an embedder: %v, %v", keysOf(hits), err)
-	}
-	for _, h := range hits {
-		if h.Project != "WEB" {
-			t.Fatalf("semantic leg leaked %s to a viewer of WEB", h.Key)
-		}
-	}
-	kh, err := f.db.SearchKnowledge(ctx, f.viewer, "acme", store.KnowledgeSearch{Q: "signin", Embedder: wordEmbedder{}})
-	if err != nil || len(kh) != 1 || kh[0].Title != "Login" {
-		t.Fatalf("knowledge with an embedder: %+v, %v", kh, err)
-	}
 }
