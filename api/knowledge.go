@@ -86,10 +86,13 @@ func (s *Server) searchKnowledge(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	var legs searchLegs
 	hits, err := s.db.SearchKnowledge(c.UserContext(), kbCaller(c), c.Params("org"), store.KnowledgeSearch{
-		Q: c.Query("q"), Kind: c.Query("kind"), Project: c.Query("project"), Limit: limit})
+		Q: c.Query("q"), Kind: c.Query("kind"), Project: c.Query("project"), Limit: limit,
+		Embedders: legs.watch(s.embedders)})
 	if err != nil {
 		return err
 	}
+	c.Set(searchLegsHeader, legs.String())
 	return c.JSON(kbItems(hits))
 }

@@ -48,6 +48,10 @@ type Deps struct {
 	// *gateway.Upstreams, built from gateway.allowed_upstreams); nil checks
 	// only its form.
 	Upstreams UpstreamPolicy
+	// Embedders embed search queries for the semantic leg of GET /search
+	// and the knowledge search, metered to the scope the store names; nil
+	// leaves those searches full-text and trigram only.
+	Embedders store.Embedders
 }
 
 // Server is the api service: a Fiber app with every route registered.
@@ -74,6 +78,7 @@ type Server struct {
 	monitoring http.Handler
 	sealer     CredentialSealer
 	upstreams  UpstreamPolicy
+	embedders  store.Embedders
 
 	rpcCfg   rpcSettings
 	rpcConns rpcRegistry
@@ -85,7 +90,8 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		d.Log = slog.Default()
 	}
 	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, log: d.Log,
-		planner: d.Planner, hub: d.Hub, events: d.Events, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams}
+		planner: d.Planner, hub: d.Hub, events: d.Events, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams,
+		embedders: d.Embedders}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
 	}

@@ -108,8 +108,9 @@ func searchKnowledgeTool() Tool {
 		Definition: Definition{
 			Name: "search_knowledge",
 			Description: "Search the organization's knowledge base (documents, decisions, notes, debt; shared by " +
-				"all its projects) by words, phrases or close spellings, best match first. Returns {results: [{id, kind, title, " +
-				"projects, items, version, updated_at, snippet, score}], count} without bodies; read one with get_knowledge. " +
+				"all its projects) by words, phrases or close spellings (and by meaning when semantic search is " +
+				"configured), best match first. Returns {results: [{id, kind, title, projects, items, version, " +
+				"updated_at, snippet, score}], count} without bodies; read one with get_knowledge. " +
 				"limit 1-50, default 20.",
 			InputSchema: mustSchema(object(schema{
 				"query": str("What to look for.", 1, maxSearchQuery),
@@ -123,7 +124,7 @@ func searchKnowledgeTool() Tool {
 				return nil, store.Errorf(store.CodeInvalid, "query: must not be blank")
 			}
 			hits, err := env.DB.SearchKnowledge(ctx, env.Caller, env.Project.OrganizationID,
-				store.KnowledgeSearch{Q: in.Query, Kind: in.Kind, Limit: in.Limit})
+				store.KnowledgeSearch{Q: in.Query, Kind: in.Kind, Limit: in.Limit, Embedders: env.embedders()})
 			if err != nil {
 				return nil, err
 			}

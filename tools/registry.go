@@ -33,10 +33,26 @@ type Env struct {
 	Caller  store.Caller
 	Project store.Project
 	Session string
+	// Embedder embeds the queries of search_project and search_knowledge
+	// for their semantic leg, metered to the session's project; nil leaves
+	// both searches full-text and trigram only. The tenant scope of a
+	// search is the caller's, whatever the Embedder.
+	Embedder store.Embedder
 	// Record, when set, stores the call's result in the transaction of a
 	// writing tool's effect, so that a crash keeps both or neither; the
 	// tools that write to Postgres call it through recorded.
 	Record func(ctx context.Context, tx pgx.Tx, res Result) error
+}
+
+// embedders gives the store env.Embedder for whatever scope it meters a
+// query to: the planner's searches are metered to the session's project,
+// the knowledge search included. nil when there is no Embedder.
+func (env Env) embedders() store.Embedders {
+	e := env.Embedder
+	if e == nil {
+		return nil
+	}
+	return func(string, string) store.Embedder { return e }
 }
 
 // Definition is a tool as the model sees it.

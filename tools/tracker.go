@@ -245,8 +245,9 @@ func searchProjectTool() Tool {
 		Definition: Definition{
 			Name: "search_project",
 			Description: "Search the current project's tracker items and the skills that apply to it, by words, " +
-				"phrases or an item key (full-text and fuzzy matching), best match first. kind limits it to items " +
-				"or skills; without it both are searched (those the human may read). " +
+				"phrases or an item key (full-text and fuzzy matching, and by meaning when semantic search is " +
+				"configured), best match first. kind limits it to items or skills; without it both are searched " +
+				"(those the human may read). " +
 				"Returns {results: [{kind: item, key, item_kind, state, title, snippet} | {kind: skill, name, scope, snippet}], count}; " +
 				fmt.Sprintf("at most %d results. Use get_item or read_skill for the full text.", maxSearchResults),
 			InputSchema: mustSchema(object(schema{
@@ -263,7 +264,7 @@ func searchProjectTool() Tool {
 				return nil, store.Errorf(store.CodeInvalid, "query: must not be blank")
 			}
 			hits, err := env.DB.Search(ctx, env.Caller, store.SearchQuery{Q: in.Query, Kind: in.Kind,
-				Project: env.Project.Key, Limit: maxSearchResults})
+				Project: env.Project.Key, Limit: maxSearchResults, Embedders: env.embedders()})
 			if err != nil {
 				return nil, err
 			}

@@ -78,6 +78,10 @@ func (a *attempt) runTool(ctx context.Context, c store.Block) (store.ToolCall, e
 			recorded = outs
 			return err
 		}}
+	if a.w.d.Embedders != nil {
+		// The planner's searches embed their queries metered to the session's project.
+		env.Embedder = a.w.d.Embedders(a.project.OrganizationID, a.project.ID)
+	}
 	started := time.Now()
 	res := a.w.d.Tools.Call(ctx, env, c.Name, c.Input)
 	a.w.metrics.toolCall(c.Name, res.IsError, time.Since(started))
