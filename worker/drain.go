@@ -30,6 +30,7 @@ const handBackTimeout = 5 * time.Second
 // expiring this worker's heartbeat.
 func (w *Worker) Stop() {
 	w.stopping.Store(true)
+	w.stopEmbedding()
 	if w.srv != nil {
 		// asynq requeues the tasks it cuts off and returns without waiting
 		// for their handlers.

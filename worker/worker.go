@@ -38,9 +38,9 @@ type Deps struct {
 	// DB is the store. The worker's own code reaches it only through the
 	// small interfaces declared where they are used (turnStore,
 	// transcriptStore, toolCallStore, principalStore, cancelStore,
-	// promptStore, beatStore, sweepStore); the tools get it whole, in
-	// their tools.Env, and so does the planner that enqueues a session's
-	// next turn.
+	// promptStore, beatStore, sweepStore, embedStore, dirtyStore); the
+	// tools get it whole, in their tools.Env, and so does the planner that
+	// enqueues a session's next turn.
 	DB        *store.DB
 	Redis     redis.UniversalClient
 	Queue     *tasks.Queue
@@ -49,12 +49,22 @@ type Deps struct {
 	Tools     Toolbox
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
+	// Embedders gives the embedder metered to a scope, for the embed
+	// queue's tasks and the tools' search (nil: no embeddings).
+	Embedders store.Embedders
+	// Search is the [search] section. With Embedders and
+	// Search.EmbeddingsModel set, the worker runs the embed queue beside
+	// the planner queue (embed_server.go, embed_dispatch.go,
+	// embed_handler.go).
+	Search tasks.SearchConfig
 }
 
 // Worker is the asynq server that runs planner turns, with its background
 // goroutines, one file each: the heartbeat (heartbeat.go), the sweeper that
 // resumes turns of crashed workers (sweeper.go), the listener for cancel
-// nudges (cancel.go). A turn's life: handle.go runs a task through claim
+// nudges (cancel.go), and, with embeddings, the embed queue's own asynq
+// server (embed_server.go, embed_handler.go) and its dispatcher
+// (embed_dispatch.go). A turn's life: handle.go runs a task through claim
 // and lease (claim.go), the loop (loop.go) with its model calls (model.go),
 // tool calls (toolcalls.go) and compaction (compact.go), to its finish;
 // drain.go is what Stop does to the turns still running.
@@ -86,6 +96,11 @@ type Worker struct {
 	beat     *heartbeat
 	sweeper  *sweeper
 	cancels  *cancelListener
+
+	// The embed queue; nil without embeddings.
+	embedTasks    *tasks.EmbedTasks
+	embedSrv      *embedServer
+	embedDispatch *embedDispatcher
 }
 
 // New builds a worker; shutdown is how long running turns get on Stop.
@@ -109,6 +124,17 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	w.beat = newHeartbeat(d.DB, w.id, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
 	w.sweeper = newSweeper(d.DB, d.Queue, cfg.HeartbeatInterval/2, max(time.Minute, cfg.Lease), d.Log, m)
 	w.cancels = newCancelListener(d.Redis, d.Queue.Names().CancelChannel(), w.running)
+	if d.Embedders != nil && d.Search.EmbeddingsModel != "" {
+		em, err := newEmbedMetrics(d.Registry)
+		if err != nil {
+			return nil, err
+		}
+		w.embedTasks = tasks.NewEmbedTasks(d.Queue, d.Search)
+		w.embedDispatch = newEmbedDispatcher(d.DB, listenEmbedDirty(d.DB), w.embedTasks, d.Log)
+		h := &embedHandler{db: d.DB, embedders: d.Embedders, batch: d.Search.EmbedBatch, log: d.Log, m: em,
+			marked: w.embedDispatch.wake}
+		w.embedSrv = newEmbedServer(d.Redis, d.Queue.Names(), d.Search.EmbedConcurrency, h, d.Log)
+	}
 	return w, nil
 }
 
@@ -147,9 +173,42 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.beat.shutdown(context.WithoutCancel(ctx))
 		return fmt.Errorf("worker: start: %w", err)
 	}
+	if err := w.startEmbedding(ctx); err != nil {
+		w.srv.Shutdown()
+		w.sweeper.shutdown()
+		w.cancels.shutdown()
+		w.beat.shutdown(context.WithoutCancel(ctx))
+		return err
+	}
 	w.log.InfoContext(ctx, "worker started", slog.String("worker", w.id), slog.String("queue", names.Queue()),
 		slog.Int("concurrency", w.cfg.Concurrency))
 	return nil
+}
+
+// startEmbedding starts the embed queue's server and dispatcher, and
+// enqueues the backfill of the configured model (one at a time per model),
+// so that a changed search.embeddings_model re-embeds in the background.
+func (w *Worker) startEmbedding(ctx context.Context) error {
+	if w.embedSrv == nil {
+		return nil
+	}
+	if err := w.embedSrv.start(ctx); err != nil {
+		return err
+	}
+	w.embedDispatch.start(ctx)
+	if _, err := w.embedTasks.EnqueueEmbedBackfill(ctx); err != nil {
+		w.log.WarnContext(ctx, "enqueue the embedding backfill; run `ballet search backfill` later", slog.Any("error", err))
+	}
+	return nil
+}
+
+// stopEmbedding stops the dispatcher, then the embed queue's server.
+func (w *Worker) stopEmbedding() {
+	if w.embedSrv == nil {
+		return
+	}
+	w.embedDispatch.shutdown()
+	w.embedSrv.shutdown()
 }
 
 // errLater asks asynq to try the task again soon; it is not a failure.

@@ -35,6 +35,7 @@ type Config struct {
 	Auth     api.AuthConfig       `toml:"auth"`
 	Log      LogConfig            `toml:"log"`
 	Metrics  MetricsConfig        `toml:"metrics"`
+	Search   tasks.SearchConfig   `toml:"search"`
 }
 
 // LogConfig is the [log] section.
@@ -83,6 +84,7 @@ func DefaultConfig() Config {
 		Auth:     api.DefaultAuthConfig(),
 		Log:      LogConfig{Level: "info", Format: "json"},
 		Metrics:  MetricsConfig{Addr: "127.0.0.1:9090"},
+		Search:   tasks.DefaultSearchConfig(),
 	}
 }
 
@@ -91,7 +93,7 @@ func (c Config) Validate() error {
 	for _, err := range []error{
 		c.Server.Validate(), c.Database.Validate(), c.Redis.Validate(), c.Worker.Validate(),
 		c.Planner.Validate(), c.Gateway.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
-		c.Metrics.Validate(),
+		c.Metrics.Validate(), c.Search.Validate(),
 	} {
 		if err != nil {
 			return err
@@ -317,8 +319,16 @@ func (c Config) Printable() (string, error) {
 	if err := enc.Encode(c); err != nil {
 		return "", fmt.Errorf("config: print: %w", err)
 	}
-	return b.String(), nil
+	text := b.String()
+	if c.Search.EmbeddingsModel == "" {
+		text = strings.Replace(text, "\n[search]\n", "\n[search]\n"+noVectorLeg+"\n", 1)
+	}
+	return text, nil
 }
+
+// noVectorLeg is what config print says under [search] when no embeddings
+// model is set.
+const noVectorLeg = "# search.embeddings_model is empty: search is full-text and trigram only (no vector leg)"
 
 // configPath is --config, else BALLET_CONFIG.
 func configPath(flagValue string) string {

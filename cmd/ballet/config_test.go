@@ -106,6 +106,13 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"no queued turns", "[server]\nmax_queued_turns = 0\n", nil, "server.max_queued_turns: must be at least 1, got 0"},
 		{"no queued turns per project", "", []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT=0"}, "server.max_queued_turns_per_project: must be at least 1, got 0"},
 		{"no worker drain", "[worker]\nshutdown_timeout = \"0s\"\n", nil, "worker.shutdown_timeout: must be positive"},
+		{"no embed batch", "[search]\nembed_batch = 0\n", nil, "search.embed_batch: must be 1-2048, got 0"},
+		{"embed batch too large", "", []string{"BALLET_SEARCH_EMBED_BATCH=4096"}, "search.embed_batch: must be 1-2048, got 4096"},
+		{"no embed concurrency", "[search]\nembed_concurrency = 0\n", nil, "search.embed_concurrency: must be 1-256, got 0"},
+		{"negative embed delay", "[search]\nembed_delay = \"-1s\"\n", nil, "search.embed_delay: must be 0-1h0m0s, got -1s"},
+		{"bad embed delay", "", []string{"BALLET_SEARCH_EMBED_DELAY=soon"}, "search.embed_delay (BALLET_SEARCH_EMBED_DELAY): must be a duration"},
+		{"negative embed retries", "[search]\nembed_max_retry = -1\n", nil, "search.embed_max_retry: must be 0-100, got -1"},
+		{"unknown search key", "[search]\nembedding_model = \"x\"\n", nil, "unknown key search.embedding_model"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,5 +231,38 @@ func TestConfigPrintReadsBack(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, cfg) {
 		t.Fatalf("read back\n%+v\nwant\n%+v", back, cfg)
+	}
+}
+
+// TestConfigPrintSaysWhenSearchHasNoVectorLeg: without
+// search.embeddings_model, config print says that search is full-text and
+// trigram only; with one, it says nothing of the kind.
+func TestConfigPrintSaysWhenSearchHasNoVectorLeg(t *testing.T) {
+	t.Parallel()
+	const note = "# search.embeddings_model is empty: search is full-text and trigram only (no vector leg)"
+	tests := []struct {
+		name string
+		env  []string
+		note bool
+	}{
+		{"no model", nil, true},
+		{"a model", []string{"BALLET_SEARCH_EMBEDDINGS_MODEL=text-embedding-3-small"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, stderr, code := ballet(t, tt.env, "config", "print")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if got := strings.Contains(out, "[search]\n"+note+"\n"); got != tt.note {
+				t.Fatalf("note under [search]: %v, want %v\n%s", got, tt.note, out)
+			}
+			for _, want := range []string{"embed_batch = 64", "embed_concurrency = 2", `embed_delay = "2s"`, "embed_max_retry = 10"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("missing %q in\n%s", want, out)
+				}
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ func commands() []command {
 		{"demo", "create the demo organization, project and token (idempotent)", runDemo},
 		{"chat", "talk to the planner of a running api in the terminal", runChat},
 		{"fake-llm", "serve the scripted fake model upstream (demo or a script file)", runFakeLLM},
+		{"search", "embeddings of the vector search leg: backfill, status", runSearch},
 		{"bench", "run a benchmark against this configuration (gateway, …)", runBench},
 		{"config", "print the effective configuration (print)", runConfig},
 		{"version", "print the version", runVersion},

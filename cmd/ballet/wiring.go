@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynqmon"
@@ -12,6 +13,7 @@ import (
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
 	"github.com/balletplanner/ballet/worker"
@@ -64,8 +66,10 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 	// One event hub per api process: one LISTEN connection for all its
 	// stream subscribers.
 	events := tasks.NewEventHub(rt.db, rt.log)
+	rt.logSearch(context.Background())
 	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
-		Version: version, Planner: planner, Hub: hub, Events: events, Monitoring: mon, Sealer: sealer, Upstreams: upstreams})
+		Version: version, Planner: planner, Hub: hub, Events: events, Monitoring: mon, Sealer: sealer, Upstreams: upstreams,
+		Embedders: rt.embedders("search:query")})
 }
 
 func (rt *runtime) newWorker() (*worker.Worker, error) {
@@ -78,7 +82,45 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 	return worker.New(rt.cfg.Worker, rt.cfg.Planner, rt.cfg.Worker.ShutdownTimeout, worker.Deps{
 		DB: rt.db, Redis: rt.rdb, Queue: rt.queue(), Publisher: tasks.NewPublisher(rt.rdb, rt.names(), rt.log),
 		Model: worker.GatewayModel{Client: client}, Tools: reg, Registry: rt.reg, Log: rt.log,
+		Embedders: rt.embedders("search:index"), Search: rt.cfg.Search,
 	})
+}
+
+// embedders embeds through the gateway (gateway.url, signed with
+// gateway.signing_key) with search.embeddings_model, metered to the scope
+// asked for as subject; nil, the vector leg off, without a model.
+func (rt *runtime) embedders(subject string) store.Embedders {
+	model := rt.cfg.Search.EmbeddingsModel
+	if model == "" {
+		return nil
+	}
+	client := llm.NewClient(rt.cfg.Gateway.URL, []byte(rt.cfg.Gateway.SigningKey), nil)
+	return func(organizationID, projectID string) store.Embedder {
+		return llm.Embedder{Client: client, EmbeddingModel: model,
+			Who: llm.Principal{Subject: subject, Organization: organizationID, Project: projectID}}
+	}
+}
+
+// logSearch says at start how search ranks: with or without the vector
+// leg, whether pgvector is installed, and that vectors are ranked by a
+// brute-force scan in Go.
+func (rt *runtime) logSearch(ctx context.Context) {
+	if rt.cfg.Search.EmbeddingsModel == "" {
+		rt.log.InfoContext(ctx, "search: full-text and trigram only (no vector leg): search.embeddings_model is empty")
+		return
+	}
+	ext, err := rt.db.VectorExtension(ctx)
+	if err != nil {
+		rt.log.WarnContext(ctx, "search: look for pgvector", slog.Any("error", err))
+	}
+	if ext == "" {
+		ext = "none"
+	}
+	rt.log.InfoContext(ctx, "search: full-text, trigram and vector legs; vectors are ranked by a brute-force scan in Go",
+		slog.String("embeddings_model", rt.cfg.Search.EmbeddingsModel), slog.String("pgvector", ext))
+	if rt.cfg.Gateway.SigningKey == "" {
+		rt.log.WarnContext(ctx, "search: gateway.signing_key is empty: embeddings calls will be refused and the vector leg stays off")
+	}
 }
 
 // gatewayService serves the gateway with health on gateway.addr; its metrics

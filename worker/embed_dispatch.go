@@ -1,0 +1,214 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// Timings of the embed dispatcher.
+const (
+	// embedSweepEvery is the backstop: dirty scopes are read this often
+	// whatever the notifications, for a notification lost with its
+	// connection, and for a scope marked while its task was running.
+	embedSweepEvery   = 3 * time.Second
+	embedDirtyPage    = 1000                   // scopes one read turns into tasks
+	embedMinGap       = 200 * time.Millisecond // between two reads
+	embedListenPing   = 30 * time.Second
+	embedListenWait   = 10 * time.Second
+	embedListenMaxGap = 5 * time.Second
+)
+
+// EmbedListenerName is the application_name of the embed dispatcher's LISTEN
+// connection, for finding it in pg_stat_activity.
+const EmbedListenerName = "ballet-embed-dispatch"
+
+// dirtyStore is what the dispatcher reads of Postgres: the scopes marked
+// dirty; *store.DB provides it.
+type dirtyStore interface {
+	DirtyEmbedScopes(ctx context.Context, limit int) ([]store.EmbedScope, error)
+}
+
+var _ dirtyStore = (*store.DB)(nil)
+
+// embedEnqueuer puts a scope's embed task in the embed queue, coalescing
+// with one waiting there; *tasks.EmbedTasks provides it.
+type embedEnqueuer interface {
+	EnqueueEmbed(ctx context.Context, s store.EmbedScope) (bool, error)
+}
+
+// embedDispatcher turns dirty marks into embed tasks: it LISTENs on
+// store.EmbedDirtyChannel over a connection of its own and, on each
+// notification and every embedSweepEvery, reads the dirty scopes and
+// enqueues each (a scope's task already waiting absorbs the mark). Every
+// worker runs one; their enqueues coalesce by task id.
+type embedDispatcher struct {
+	db     dirtyStore
+	listen func(ctx context.Context) (*pgx.Conn, error)
+	queue  embedEnqueuer
+	log    *slog.Logger
+
+	kick   chan struct{}
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newEmbedDispatcher(db dirtyStore, listen func(ctx context.Context) (*pgx.Conn, error), queue embedEnqueuer, log *slog.Logger) *embedDispatcher {
+	return &embedDispatcher{db: db, listen: listen, queue: queue, log: log, kick: make(chan struct{}, 1)}
+}
+
+// listenEmbedDirty opens a connection of its own from the pool's settings
+// and LISTENs on store.EmbedDirtyChannel.
+func listenEmbedDirty(db *store.DB) func(ctx context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) {
+		cfg := db.Pool().Config().ConnConfig.Copy()
+		if cfg.RuntimeParams == nil {
+			cfg.RuntimeParams = map[string]string{}
+		}
+		cfg.RuntimeParams["application_name"] = EmbedListenerName
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("worker: listen for embed marks: %w", err)
+		}
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{store.EmbedDirtyChannel}.Sanitize()); err != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("worker: listen for embed marks: %w", err)
+		}
+		return conn, nil
+	}
+}
+
+// start runs the listener and the dispatch loop until shutdown; a database
+// that cannot be reached is retried in the background.
+func (d *embedDispatcher) start(ctx context.Context) {
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.cancel = cancel
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.listenLoop(bg) }()
+	go func() { defer d.wg.Done(); d.dispatchLoop(bg) }()
+}
+
+// shutdown stops both and waits for them.
+func (d *embedDispatcher) shutdown() {
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	d.wg.Wait()
+}
+
+// wake asks for a read of the dirty scopes now.
+func (d *embedDispatcher) wake() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// listenLoop holds the LISTEN connection, reconnecting with backoff, and
+// wakes the dispatch loop on each notification and each (re)connect.
+func (d *embedDispatcher) listenLoop(ctx context.Context) {
+	wait := listenBackoffStart
+	for {
+		cctx, cancel := context.WithTimeout(ctx, embedListenWait)
+		conn, err := d.listen(cctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.log.WarnContext(ctx, "embed dispatcher: connect", slog.Any("error", err), slog.Duration("retry_in", wait))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, embedListenMaxGap)
+			continue
+		}
+		wait = listenBackoffStart
+		d.wake() // whatever was marked while nobody listened
+		err = d.waitLoop(ctx, conn)
+		_ = conn.Close(context.Background())
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.WarnContext(ctx, "embed dispatcher: connection lost; reconnecting", slog.Any("error", err))
+	}
+}
+
+// listenBackoffStart is the first wait after a failed connect.
+const listenBackoffStart = 50 * time.Millisecond
+
+func (d *embedDispatcher) waitLoop(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, embedListenPing)
+		_, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			d.wake()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			pctx, cancel := context.WithTimeout(ctx, embedListenWait)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// dispatchLoop reads the dirty scopes on each wake and every
+// embedSweepEvery, and enqueues their tasks.
+func (d *embedDispatcher) dispatchLoop(ctx context.Context) {
+	t := time.NewTicker(embedSweepEvery)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.kick:
+		case <-t.C:
+		}
+		// Notifications come with every commit that marks; under a burst,
+		// one read per embedMinGap takes them all.
+		if wait := embedMinGap - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		if err := d.dispatch(ctx); err != nil && ctx.Err() == nil {
+			d.log.WarnContext(ctx, "embed dispatcher: enqueue dirty scopes; retrying at the next sweep", slog.Any("error", err))
+		}
+	}
+}
+
+// dispatch enqueues an embed task for each dirty scope (oldest mark first).
+func (d *embedDispatcher) dispatch(ctx context.Context) error {
+	scopes, err := d.db.DirtyEmbedScopes(ctx, embedDirtyPage)
+	if err != nil {
+		return err
+	}
+	for _, s := range scopes {
+		if _, err := d.queue.EnqueueEmbed(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
