@@ -1,0 +1,315 @@
+package kubernetes
+
+import (
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// prometheusPeer is who may read the metrics port: the selectors that
+// base/networkpolicies.yaml and README.md document.
+var prometheusPeer = networkingv1.NetworkPolicyPeer{
+	NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}},
+	PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
+}
+
+// redisScalerKeys are the trigger metadata keys KEDA's redis scaler reads
+// (pkg/scalers/redis_scaler.go, the keda:"name=..." tags, and their
+// ...FromEnv forms). Trigger metadata is a string map, so strict decoding
+// cannot catch a misspelt key: this list does.
+var redisScalerKeys = []string{
+	"address", "addressFromEnv", "host", "hostFromEnv", "port", "portFromEnv",
+	"username", "usernameFromEnv", "password", "passwordFromEnv",
+	"listName", "listLength", "activationListLength", "databaseIndex", "enableTLS", "unsafeSsl",
+}
+
+// selects reports whether sel selects a pod with these labels, as the API
+// does: a nil selector selects nothing, an empty one every pod.
+func (c *checker) selects(where string, sel *metav1.LabelSelector, podLabels map[string]string) bool {
+	if sel == nil {
+		return false
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		c.errorf("%s: selector: %v", where, err)
+		return false
+	}
+	return s.Matches(labels.Set(podLabels))
+}
+
+// deployment is the Deployment named name, or nil.
+func (c *checker) deployment(name string) *appsv1.Deployment {
+	for _, d := range c.m.deployments {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// checkServices: each Service selects one Deployment's pods and targets
+// ports their container declares.
+func (c *checker) checkServices() {
+	for _, s := range c.m.services {
+		where := "Service " + s.Name
+		var target *appsv1.Deployment
+		for _, d := range c.m.deployments {
+			if len(s.Spec.Selector) > 0 && c.selects(where, &metav1.LabelSelector{MatchLabels: s.Spec.Selector}, d.Spec.Template.Labels) {
+				target = d
+			}
+		}
+		if target == nil {
+			c.errorf("%s: selects no Deployment's pods", where)
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if !slices.ContainsFunc(target.Spec.Template.Spec.Containers, func(ct corev1.Container) bool {
+				return slices.ContainsFunc(ct.Ports, func(cp corev1.ContainerPort) bool {
+					return p.TargetPort == intstr.FromString(cp.Name) || p.TargetPort == intstr.FromInt32(cp.ContainerPort)
+				})
+			}) {
+				c.errorf("%s: port %s targets %s, which Deployment %s does not declare", where, p.Name, p.TargetPort.String(), target.Name)
+			}
+		}
+	}
+}
+
+// checkDisruptionBudgets: every Deployment's pods have a budget.
+func (c *checker) checkDisruptionBudgets() {
+	for _, d := range c.m.deployments {
+		if !slices.ContainsFunc(c.m.pdbs, func(p *policyv1.PodDisruptionBudget) bool {
+			return c.selects("PodDisruptionBudget "+p.Name, p.Spec.Selector, d.Spec.Template.Labels)
+		}) {
+			c.errorf("Deployment %s: no PodDisruptionBudget selects its pods", d.Name)
+		}
+	}
+}
+
+// checkAutoscalers: HorizontalPodAutoscalers scale the api and the gateway,
+// a ScaledObject the workers, each with sane bounds on a Deployment that
+// exists; every Deployment has exactly one.
+func (c *checker) checkAutoscalers() {
+	scaled := map[string]int{}
+	for _, h := range c.m.hpas {
+		where := "HorizontalPodAutoscaler " + h.Name
+		ref := h.Spec.ScaleTargetRef
+		if ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" || c.deployment(ref.Name) == nil {
+			c.errorf("%s: scales %s %s %s, not a rendered Deployment", where, ref.APIVersion, ref.Kind, ref.Name)
+			continue
+		}
+		scaled[ref.Name]++
+		// Two at least, so that the budget's one disruption leaves one.
+		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 2 || *h.Spec.MinReplicas > h.Spec.MaxReplicas {
+			c.errorf("%s: bounds %s..%d, want 2 <= min <= max", where, count(h.Spec.MinReplicas), h.Spec.MaxReplicas)
+		}
+		if len(h.Spec.Metrics) == 0 {
+			c.errorf("%s: no metrics", where)
+		}
+	}
+	for _, so := range c.m.scaledObjects {
+		where := "ScaledObject " + so.Name
+		ref := so.Spec.ScaleTargetRef
+		d := (*appsv1.Deployment)(nil)
+		if ref != nil && (ref.Kind == "" || ref.Kind == "Deployment") && (ref.APIVersion == "" || ref.APIVersion == "apps/v1") {
+			d = c.deployment(ref.Name)
+		}
+		if d == nil || d.Spec.Template.Labels["app.kubernetes.io/component"] != "worker" {
+			c.errorf("%s: does not target the worker Deployment (%+v)", where, ref)
+			continue
+		}
+		scaled[d.Name]++
+		if so.Spec.MinReplicaCount == nil || so.Spec.MaxReplicaCount == nil || *so.Spec.MinReplicaCount < 1 ||
+			*so.Spec.MinReplicaCount > *so.Spec.MaxReplicaCount {
+			c.errorf("%s: bounds %s..%s, want 1 <= min <= max", where, count(so.Spec.MinReplicaCount), count(so.Spec.MaxReplicaCount))
+		}
+		c.checkRedisTrigger(where, so.Spec.Triggers, d)
+	}
+	for _, d := range c.m.deployments {
+		if scaled[d.Name] != 1 {
+			c.errorf("Deployment %s: scaled by %d autoscalers, want exactly 1", d.Name, scaled[d.Name])
+		}
+	}
+}
+
+// count prints an optional replica count.
+func count(n *int32) string {
+	if n == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*n))
+}
+
+// checkRedisTrigger: one redis trigger on the planner queue's pending list,
+// on the Redis server and database the workers use.
+func (c *checker) checkRedisTrigger(where string, triggers []kedav1alpha1.ScaleTriggers, d *appsv1.Deployment) {
+	if len(triggers) != 1 || triggers[0].Type != "redis" {
+		c.errorf("%s: want one redis trigger, got %d", where, len(triggers))
+		return
+	}
+	md := triggers[0].Metadata
+	for k := range md {
+		if !slices.Contains(redisScalerKeys, k) {
+			c.errorf("%s: trigger metadata %q is not a key of KEDA's redis scaler", where, k)
+		}
+	}
+	ct := d.Spec.Template.Spec.Containers[0]
+	env := c.environment(where, ct)
+	ns := c.setting(env, "BALLET_REDIS_NAMESPACE")
+	if want := "asynq:{" + ns + "planner}:pending"; md["listName"] != want {
+		c.errorf("%s: listName %q, want the planner queue's pending list %q", where, md["listName"], want)
+	}
+	u, err := url.Parse(c.setting(env, "BALLET_REDIS_URL"))
+	if err != nil || u.Scheme != "redis" && u.Scheme != "rediss" {
+		c.errorf("%s: the workers' redis.url %q is not a redis:// URL", where, c.setting(env, "BALLET_REDIS_URL"))
+		return
+	}
+	addr := md["address"]
+	if name := md["addressFromEnv"]; name != "" {
+		addr = env[name].value
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != u.Hostname() || port != u.Port() {
+		c.errorf("%s: the scaler reads Redis at %q, the workers at %s", where, addr, u.Host)
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != md["databaseIndex"] && !(db == "" && md["databaseIndex"] == "0") {
+		c.errorf("%s: databaseIndex %q, the workers use database %q", where, md["databaseIndex"], db)
+	}
+}
+
+// scalerEnvNames are the container variables the ScaledObjects read.
+func (c *checker) scalerEnvNames() []string {
+	var names []string
+	for _, so := range c.m.scaledObjects {
+		for _, t := range so.Spec.Triggers {
+			for k, v := range t.Metadata {
+				if strings.HasSuffix(k, "FromEnv") {
+					names = append(names, v)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// admitted lists the peers of the rules of policies selecting podLabels
+// that admit TCP port (or may: a named port counts); nil peers means from anywhere. ok is false when no
+// Ingress policy selects the pods, i.e. everything is admitted.
+func (c *checker) admitted(podLabels map[string]string, port int32) (peers [][]networkingv1.NetworkPolicyPeer, ok bool) {
+	for _, p := range c.m.policies {
+		if !c.selects("NetworkPolicy "+p.Name, &p.Spec.PodSelector, podLabels) ||
+			!slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+			continue
+		}
+		ok = true
+		for _, r := range p.Spec.Ingress {
+			if len(r.Ports) == 0 || slices.ContainsFunc(r.Ports, func(pp networkingv1.NetworkPolicyPort) bool {
+				// A named port may be this one: count it.
+				return pp.Port == nil || pp.Port.Type == intstr.String || pp.Port.IntVal <= port &&
+					(pp.EndPort == nil && pp.Port.IntVal == port || pp.EndPort != nil && *pp.EndPort >= port)
+			}) {
+				peers = append(peers, r.From)
+			}
+		}
+	}
+	return peers, ok
+}
+
+// checkNetworkPolicies: only worker pods reach the gateway's port, and only
+// Prometheus reaches any pod's metrics port.
+func (c *checker) checkNetworkPolicies() {
+	var workerLabels map[string]string
+	others := map[string]map[string]string{}
+	for _, d := range c.m.deployments {
+		l := d.Spec.Template.Labels
+		if l["app.kubernetes.io/component"] == "worker" {
+			workerLabels = l
+		} else {
+			others[d.Name] = l
+		}
+	}
+	for _, j := range c.m.jobs {
+		others["Job "+j.Name] = j.Spec.Template.Labels
+	}
+	for _, d := range c.m.deployments {
+		where := "Deployment " + d.Name
+		l := d.Spec.Template.Labels
+		metrics, ok := c.admitted(l, 9090)
+		if !ok {
+			c.errorf("%s: no Ingress NetworkPolicy selects its pods: every port is open", where)
+			continue
+		}
+		for _, from := range metrics {
+			if len(from) != 1 || !equalPeer(from[0], prometheusPeer) {
+				c.errorf("%s: a NetworkPolicy admits %s to the metrics port, want only Prometheus (%s)", where, peersString(from), peerString(prometheusPeer))
+			}
+		}
+		if l["app.kubernetes.io/component"] != "gateway" {
+			continue
+		}
+		gw, _ := c.admitted(l, c.addrPort(where, "BALLET_GATEWAY_ADDR", c.setting(c.environment(where, d.Spec.Template.Spec.Containers[0]), "BALLET_GATEWAY_ADDR")))
+		if len(gw) == 0 {
+			c.errorf("%s: no NetworkPolicy rule admits the workers to the gateway port", where)
+		}
+		for _, from := range gw {
+			if len(from) == 0 {
+				c.errorf("%s: a NetworkPolicy rule admits anyone to the gateway port", where)
+			}
+			for _, peer := range from {
+				if peer.NamespaceSelector != nil || peer.IPBlock != nil || !c.selects(where, peer.PodSelector, workerLabels) {
+					c.errorf("%s: a NetworkPolicy admits %s to the gateway port, which is not the worker pods", where, peerString(peer))
+					continue
+				}
+				for name, ol := range others {
+					if c.selects(where, peer.PodSelector, ol) {
+						c.errorf("%s: a NetworkPolicy peer admitting the workers to the gateway port also admits %s", where, name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// peerString describes a peer: "pods a=b in namespaces c=d", "anyone".
+func peerString(p networkingv1.NetworkPolicyPeer) string {
+	var parts []string
+	if p.PodSelector != nil {
+		parts = append(parts, "pods "+metav1.FormatLabelSelector(p.PodSelector))
+	}
+	if p.NamespaceSelector != nil {
+		parts = append(parts, "in namespaces "+metav1.FormatLabelSelector(p.NamespaceSelector))
+	}
+	if p.IPBlock != nil {
+		parts = append(parts, "addresses "+p.IPBlock.CIDR)
+	}
+	return strings.Join(parts, " ")
+}
+
+// peersString describes a rule's peers; none is anyone.
+func peersString(from []networkingv1.NetworkPolicyPeer) string {
+	if len(from) == 0 {
+		return "anyone"
+	}
+	var s []string
+	for _, p := range from {
+		s = append(s, peerString(p))
+	}
+	return strings.Join(s, ", ")
+}
+
+func equalPeer(a, b networkingv1.NetworkPolicyPeer) bool {
+	sel := func(x, y *metav1.LabelSelector) bool {
+		return (x == nil) == (y == nil) && (x == nil || labels.Equals(x.MatchLabels, y.MatchLabels) && len(x.MatchExpressions) == 0 && len(y.MatchExpressions) == 0)
+	}
+	return a.IPBlock == nil && b.IPBlock == nil && sel(a.NamespaceSelector, b.NamespaceSelector) && sel(a.PodSelector, b.PodSelector)
+}
