@@ -82,6 +82,7 @@ type Server struct {
 
 	rpcCfg   rpcSettings
 	rpcConns rpcRegistry
+	ready    *Readiness
 }
 
 // New builds the api and registers its routes.
@@ -91,7 +92,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, log: d.Log,
 		planner: d.Planner, hub: d.Hub, events: d.Events, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams,
-		embedders: d.Embedders}
+		embedders: d.Embedders, ready: NewReadiness(d.DB, d.Redis)}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
 	}
@@ -185,26 +186,14 @@ func (s *Server) routes() {
 	s.mountWebApp() // last: the browser app answers the paths no route took
 }
 
-// readyz answers 200 when Postgres and Redis both answer.
+// readyz answers 200 when Postgres and Redis answer and the schema is
+// current, else 503, in the one shape of every process (Readiness).
 func (s *Server) readyz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
-	defer cancel()
-	checks := fiber.Map{}
-	ok := true
-	if err := s.db.Ping(ctx); err != nil {
-		checks["postgres"], ok = err.Error(), false
-	} else {
-		checks["postgres"] = "ok"
+	rep := s.ready.Check(c.UserContext())
+	if !rep.Ready() {
+		c.Status(fiber.StatusServiceUnavailable)
 	}
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		checks["redis"], ok = err.Error(), false
-	} else {
-		checks["redis"] = "ok"
-	}
-	if !ok {
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "checks": checks})
-	}
-	return c.JSON(fiber.Map{"status": "ok", "checks": checks})
+	return c.JSON(rep)
 }
 
 // httpStatus maps each error code to its HTTP status: the one table.

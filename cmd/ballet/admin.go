@@ -32,14 +32,14 @@ func openStore(ctx context.Context, path string) (*store.DB, Config, error) {
 }
 
 func runMigrate(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("migrate", "migrate up|status [--config FILE]")
+	fs := newFlags("migrate", "migrate up|status|check [--config FILE]")
 	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	if len(args) == 0 || (args[0] != "up" && args[0] != "status") {
+	if len(args) == 0 || (args[0] != "up" && args[0] != "status" && args[0] != "check") {
 		fs.Usage()
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return usageError{"migrate: expected up or status"}
+		return usageError{"migrate: expected up, status or check"}
 	}
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -53,7 +53,10 @@ func runMigrate(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	if args[0] == "up" {
+	switch args[0] {
+	case "check":
+		return migrateCheck(ctx, db, out)
+	case "up":
 		n, err := db.Migrate(ctx)
 		if err != nil {
 			return err
@@ -76,6 +79,25 @@ func runMigrate(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "%05d  %-8s %s\n", s.Version, state, s.Name)
 	}
+	return nil
+}
+
+// migrateCheck prints that the schema is current and returns nil, or
+// returns an error (exit status 1) naming both versions while migrations
+// are pending or when the database is ahead of this binary. It only reads:
+// it neither locks nor creates the version table.
+func migrateCheck(ctx context.Context, db *store.DB, out io.Writer) error {
+	s, err := db.SchemaStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate check: %w", err)
+	}
+	if se := store.AsError(s.Err()); se != nil {
+		if s.Behind() {
+			return fmt.Errorf("migrate check: %d migration(s) pending: %s", len(s.Pending), se.Message)
+		}
+		return fmt.Errorf("migrate check: %s", se.Message)
+	}
+	fmt.Fprintf(out, "migrate check: schema current at version %d\n", s.Current)
 	return nil
 }
 

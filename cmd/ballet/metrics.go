@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/balletplanner/ballet/api"
 )
 
-// opsServer serves /healthz and /readyz (and any extra routes) on one
-// address: a standalone worker's worker.addr, the gateway's gateway.addr,
-// and the metrics listener, which also serves /metrics.
+// opsServer serves /healthz and /readyz (api.Readiness: Postgres, Redis and
+// the schema version) and any extra routes on one address: a standalone
+// worker's worker.addr, the gateway's gateway.addr, and the metrics
+// listener, which also serves /metrics.
 type opsServer struct {
 	rt   *runtime
 	addr string
@@ -33,7 +36,8 @@ func newOpsServer(rt *runtime, name, addr string) *opsServer {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
-	o.mux.HandleFunc("GET /readyz", o.readyz)
+	// The api's /readyz answers the same: one shape for every process.
+	o.mux.Handle("GET /readyz", api.NewReadiness(rt.db, rt.rdb))
 	return o
 }
 
@@ -73,25 +77,6 @@ type slogErrorLog struct{ l *slog.Logger }
 
 func (e slogErrorLog) Println(v ...any) {
 	e.l.Error("metrics: "+strings.TrimSpace(fmt.Sprintln(v...)), slog.String("component", "metrics"))
-}
-
-func (o *opsServer) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	var failed []string
-	if err := o.rt.db.Ping(ctx); err != nil {
-		failed = append(failed, "postgres: "+err.Error())
-	}
-	if err := o.rt.rdb.Ping(ctx).Err(); err != nil {
-		failed = append(failed, "redis: "+err.Error())
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if len(failed) > 0 {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, `{"status":"unavailable","errors":%q}`, strings.Join(failed, "; "))
-		return
-	}
-	_, _ = io.WriteString(w, `{"status":"ok"}`)
 }
 
 // Start listens on the address and serves until Stop.

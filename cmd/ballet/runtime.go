@@ -154,7 +154,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), gw, w, a}, nil
+		return []service{rt.newMetricsServer(), gw, rt.newSchemaGate(), w, a}, nil
 	})
 }
 
@@ -177,7 +177,7 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), w}, nil
+		return []service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), rt.newSchemaGate(), w}, nil
 	})
 }
 
