@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -140,6 +141,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("gateway.fake_addr: must be host:port, got %q: %w", c.FakeAddr, err)
 		}
 	}
+	for _, k := range [][2]string{{"gateway.signing_key", c.SigningKey}, {"gateway.credentials_key", c.CredentialsKey}} {
+		if err := RefusePlaceholder(k[0], k[1]); err != nil {
+			return err
+		}
+	}
 	if c.CredentialsKey != "" && c.CredentialsKeyFile != "" {
 		return errors.New("gateway.credentials_key: set either credentials_key or credentials_key_file, not both")
 	}
@@ -216,6 +222,46 @@ func (c Config) CredentialsKeyBytes() ([]byte, error) {
 		return nil, nil
 	}
 	return decodeKey(raw)
+}
+
+// placeholderPrefixes and placeholderWords are what a key is compared with
+// lower-cased and stripped of everything but letters and digits:
+// "change-me-in-production" and "REPLACE-ME-…" start with a prefix, "secret"
+// is a word.
+var (
+	placeholderPrefixes = []string{"changeme", "replaceme"}
+	placeholderWords    = []string{"secret", "example", "placeholder", "password", "changeit"}
+)
+
+// RefusePlaceholder returns an error naming key when value is an obvious
+// placeholder rather than a key: one starting with change-me or replace-me
+// (any case and punctuation), one of the words secret, example,
+// placeholder, password or changeit, or one letter or digit repeated
+// (kkkk…, 0000…, base64 padding aside). An empty value is not a placeholder.
+func RefusePlaceholder(key, value string) error {
+	v := strings.TrimRight(strings.TrimSpace(value), "=")
+	if v == "" {
+		return nil
+	}
+	norm := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return -1
+	}, v)
+	placeholder := len(v) >= 2 && len(norm) == len(v) && strings.Count(norm, norm[:1]) == len(norm)
+	for _, p := range placeholderPrefixes {
+		placeholder = placeholder || strings.HasPrefix(norm, p)
+	}
+	placeholder = placeholder || slices.Contains(placeholderWords, norm)
+	if !placeholder {
+		return nil
+	}
+	return fmt.Errorf("%s: is a placeholder, not a key (change-me…, replace-me…, secret, example or one repeated character); "+
+		"make a real one with: openssl rand -base64 32", key)
 }
 
 func decodeKey(s string) ([]byte, error) {

@@ -41,7 +41,7 @@ func TestFakeLLMRefusesAMissingScript(t *testing.T) {
 func TestGatewayServesTheFakeOnFakeAddr(t *testing.T) {
 	t.Parallel()
 	fakeAddr := freeAddr(t)
-	p := startProcess(t, []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_GATEWAY_SIGNING_KEY=" + strings.Repeat("k", 32),
+	p := startProcess(t, []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_GATEWAY_SIGNING_KEY=" + "fakellm-test-signing-key-0123456789",
 		"BALLET_GATEWAY_FAKE=demo", "BALLET_GATEWAY_FAKE_ADDR=" + fakeAddr}, "gateway")
 	body := `{"model":"claude-demo","max_tokens":500,"messages":[{"role":"user","content":"We need password reset"}]}`
 	res := postUntilAnswered(t, p, fakeAddr, body)
@@ -80,7 +80,7 @@ func TestGatewayRefusesABadFakeAddr(t *testing.T) {
 				t.Cleanup(func() { ln.Close() })
 				addr = ln.Addr().String()
 			}
-			_, stderr, code := ballet(t, []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_GATEWAY_SIGNING_KEY=" + strings.Repeat("k", 32),
+			_, stderr, code := ballet(t, []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_GATEWAY_SIGNING_KEY=" + "fakellm-test-signing-key-0123456789",
 				"BALLET_GATEWAY_ADDR=" + freeAddr(t), "BALLET_METRICS_ADDR=" + freeAddr(t),
 				"BALLET_GATEWAY_FAKE=demo", "BALLET_GATEWAY_FAKE_ADDR=" + addr}, "gateway")
 			if code == 0 || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "goroutine") {

@@ -29,7 +29,7 @@ func commands() []command {
 		{"api", "run the api only", runAPI},
 		{"worker", "run the worker only", runWorker},
 		{"gateway", "run the LLM gateway only", runGateway},
-		{"migrate", "apply or show database migrations (up | status)", runMigrate},
+		{"migrate", "apply, show or check database migrations (up | status | check)", runMigrate},
 		{"admin", "create organizations, projects, role bindings and API tokens", runAdmin},
 		{"demo", "create the demo organization, project and token (idempotent)", runDemo},
 		{"chat", "talk to the planner of a running api in the terminal", runChat},
@@ -37,6 +37,7 @@ func commands() []command {
 		{"search", "embeddings of the vector search leg: backfill, status", runSearch},
 		{"bench", "run a benchmark against this configuration (gateway, …)", runBench},
 		{"config", "print the effective configuration (print)", runConfig},
+		{"healthcheck", "exit 0 when a running process's /readyz answers 200 (the image's HEALTHCHECK)", runHealthcheck},
 		{"version", "print the version", runVersion},
 	}
 }
@@ -89,7 +90,7 @@ func dispatch(ctx context.Context, args []string, out, errOut io.Writer) error {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: ballet <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'ballet <command> --help' for a command's flags.")
 }

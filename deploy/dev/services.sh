@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure Postgres and Redis answer for `make run` and `make test`.
 #
-#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis] [chromium] [node]
+#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis] [chromium] [node] [compose]
 #
 # For each service: use it when it already answers; else, in the order of
 # --try (default: all, in this order):
@@ -12,7 +12,8 @@
 # chromium (asked for by name; `make test` does) installs Debian's chromium
 # with apt-get when /usr/bin/chromium is missing, as root, for the browser test;
 # node (also asked for by `make test`) installs nodejs and npm the same way, for
-# the test that rebuilds the web bundle.
+# the test that rebuilds the web bundle; compose installs Debian's
+# docker-compose, whose loader checks docker-compose.yml in a test.
 # It says what it does, prints the URL it checked ("postgres ready: URL"), and
 # on failure lists every step it tried and why that step failed.
 #
@@ -45,9 +46,9 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--try=*) TRY=${1#--try=}; shift ;;
-	postgres | redis | chromium | node) WANT+=("$1"); shift ;;
+	postgres | redis | chromium | node | compose) WANT+=("$1"); shift ;;
 	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node)" ;;
+	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node, compose)" ;;
 	esac
 done
 [ ${#WANT[@]} -gt 0 ] || WANT=(postgres redis)
@@ -246,7 +247,10 @@ compose_up() { # service port-variable
 		return 1
 	fi
 	say "starting $1 with docker compose (the first start pulls the image: a few minutes)"
-	if ! out=$(PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT docker compose -f "$ROOT/docker-compose.yml" up -d "$1" 2>&1); then
+	local compose=(docker compose)
+	docker compose version >/dev/null 2>&1 || compose=(docker-compose)
+	# The signing key is required by the file but used by neither postgres nor redis.
+	if ! out=$(PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT BALLET_GATEWAY_SIGNING_KEY=${BALLET_GATEWAY_SIGNING_KEY:-$(head -c 32 /dev/urandom | base64)} "${compose[@]}" -f "$ROOT/docker-compose.yml" up -d "$1" 2>&1); then
 		note "docker compose: up -d $1 failed: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
 		return 1
 	fi
@@ -404,6 +408,10 @@ ensure_package() {
 
 ensure_chromium() { ensure_package chromium chromium chromium; }
 ensure_node() { ensure_package node npm nodejs npm; }
+ensure_compose() {
+	if docker compose version >/dev/null 2>&1; then say "compose ready: docker compose"; return; fi
+	ensure_package compose docker-compose docker-compose
+}
 
 for s in "${WANT[@]}"; do
 	"ensure_$s"
