@@ -179,15 +179,36 @@ func BenchmarkSearchSemantic(b *testing.B) {
 	}
 }
 
-// BenchmarkIndexEmbedScope embeds a project of 10,000 items from nothing,
-// batch 64, with the in-process fake embedder (so it measures the store's
-// side: finding stale entities, hashing, upserting), and reports items/s.
+// BenchmarkIndexEmbedScope embeds a project of 10,000 and of 100,000
+// items from nothing, batch 64, with the in-process fake embedder (so it
+// measures the store's side: finding stale entities, hashing, upserting),
+// and reports items/s; then the call that finds an up-to-date scope, and
+// a task's work after one edit (the call that re-embeds it and the call
+// that finds the scope up to date).
 func BenchmarkIndexEmbedScope(b *testing.B) {
+	for _, items := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("items=%d", items), func(b *testing.B) { benchIndexEmbedScope(b, items) })
+	}
+}
+
+func benchIndexEmbedScope(b *testing.B, items int) {
 	ctx := context.Background()
-	const items = 10000
 	f := newBenchFix(b, items)
 	s := store.EmbedScope{OrganizationID: f.org.ID, ProjectID: f.p.ID}
 	e := fakeEmbedder{model: "m1"}
+	fill := func(b *testing.B) int {
+		total := 0
+		for {
+			n, err := f.db.IndexEmbedScope(ctx, e, s, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				return total
+			}
+			total += n
+		}
+	}
 	b.Run("from-empty", func(b *testing.B) {
 		var elapsed time.Duration
 		runs := 0
@@ -198,17 +219,7 @@ func BenchmarkIndexEmbedScope(b *testing.B) {
 			}
 			b.StartTimer()
 			start := time.Now()
-			total := 0
-			for {
-				n, err := f.db.IndexEmbedScope(ctx, e, s, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if n == 0 {
-					break
-				}
-				total += n
-			}
+			total := fill(b)
 			elapsed += time.Since(start)
 			runs++
 			if total != items {
@@ -222,6 +233,18 @@ func BenchmarkIndexEmbedScope(b *testing.B) {
 		for b.Loop() {
 			if n, err := f.db.IndexEmbedScope(ctx, e, s, 64); err != nil || n != 0 {
 				b.Fatalf("%d, %v", n, err)
+			}
+		}
+	})
+	b.Run("one-edit", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			if _, err := f.db.Pool().Exec(ctx, `UPDATE items SET title = title || '.' WHERE project_id = $1 AND number = 1`, f.p.ID); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if n := fill(b); n != 1 {
+				b.Fatalf("embedded %d, want 1", n)
 			}
 		}
 	})

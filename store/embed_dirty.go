@@ -27,6 +27,31 @@ type EmbedScope struct {
 // commit, so a listener never hears of a change it cannot read yet.
 const EmbedDirtyChannel = "ballet_embed_dirty"
 
+// EmbedListenerName is the application_name of the connection
+// ListenEmbedDirty opens, for finding it in pg_stat_activity.
+const EmbedListenerName = "ballet-embed-dispatch"
+
+// ListenEmbedDirty opens a connection of its own, outside the pool,
+// listening on EmbedDirtyChannel; the caller waits on it with
+// WaitForNotification and closes it. Its application_name is
+// EmbedListenerName.
+func (db *DB) ListenEmbedDirty(ctx context.Context) (*pgx.Conn, error) {
+	cfg := db.pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = EmbedListenerName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: listen for embed marks: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{EmbedDirtyChannel}.Sanitize()); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("store: listen for embed marks: %w", err)
+	}
+	return conn, nil
+}
+
 // DirtyEmbedScopes lists up to limit dirty scopes, oldest mark first.
 func (db *DB) DirtyEmbedScopes(ctx context.Context, limit int) ([]EmbedScope, error) {
 	rows, err := db.pool.Query(ctx, `

@@ -121,18 +121,20 @@ func sqlDo(f *kbFix, sql string, args ...any) func() error {
 }
 
 // TestEmbedDirtyNotifies: a mark notifies EmbedDirtyChannel with
-// "<org>:<project>" when its transaction commits, not before.
+// "<org>:<project>" when its transaction commits, not before, on the
+// connection of ListenEmbedDirty (named EmbedListenerName).
 func TestEmbedDirtyNotifies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newKBFix(t)
-	conn, err := f.db.Pool().Acquire(ctx)
+	conn, err := f.db.ListenEmbedDirty(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `LISTEN `+store.EmbedDirtyChannel); err != nil {
-		t.Fatal(err)
+	defer func() { _ = conn.Close(ctx) }()
+	var name string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&name); err != nil || name != store.EmbedListenerName {
+		t.Fatalf("application_name %q, %v; want %q", name, err, store.EmbedListenerName)
 	}
 	tx, err := f.db.Pool().Begin(ctx)
 	if err != nil {
@@ -145,7 +147,7 @@ func TestEmbedDirtyNotifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	early, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err = conn.Conn().WaitForNotification(early)
+	_, err = conn.WaitForNotification(early)
 	cancel()
 	if err == nil {
 		t.Fatal("notified before commit")
@@ -155,7 +157,7 @@ func TestEmbedDirtyNotifies(t *testing.T) {
 	}
 	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	n, err := conn.Conn().WaitForNotification(wait)
+	n, err := conn.WaitForNotification(wait)
 	if err != nil {
 		t.Fatal(err)
 	}

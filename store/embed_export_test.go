@@ -8,10 +8,19 @@ import (
 
 // The statements of IndexEmbedScope, for the plan test of store_test.
 var (
-	EmbedMissingSQL = embedMissingSQL
-	EmbedChangedSQL = embedChangedSQL
-	EmbedGoneSQL    = embedGoneSQL
+	EmbedStaleSQL = embedStaleSQL
+	EmbedTextsSQL = embedTextsSQL
+	EmbedGoneSQL  = embedGoneSQL
 )
+
+// EmbedScanLimit is how many stale entities one IndexEmbedScope call takes.
+const EmbedScanLimit = embedScanLimit
+
+// IndexEmbedScopeLimit is IndexEmbedScope taking at most limit stale
+// entities per call.
+func IndexEmbedScopeLimit(ctx context.Context, db *DB, e Embedder, s EmbedScope, batch, limit int) (int, error) {
+	return db.indexEmbedScope(ctx, e, s, batch, limit)
+}
 
 // DotBytes is the semantic leg's comparison, for BenchmarkVectorDecode.
 var DotBytes = dotBytes

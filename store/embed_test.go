@@ -25,6 +25,7 @@ type embedLog struct {
 	mu     sync.Mutex
 	scopes []string // "<org>:<project>" per Embedders call
 	texts  []string
+	calls  []int // texts per Embed call
 }
 
 func (l *embedLog) scopesAsked() []string {
@@ -39,6 +40,7 @@ func (e fakeEmbedder) Embed(_ context.Context, texts []string) ([][]float32, err
 	if e.log != nil {
 		e.log.mu.Lock()
 		e.log.texts = append(e.log.texts, texts...)
+		e.log.calls = append(e.log.calls, len(texts))
 		e.log.mu.Unlock()
 	}
 	if e.err != nil {
@@ -260,7 +262,8 @@ func TestEmbeddingModelChange(t *testing.T) {
 	}
 }
 
-// TestIndexEmbedScope: batches, bounded texts, changed and deleted entities.
+// TestIndexEmbedScope: one call embeds every stale entity in calls of at
+// most batch texts, bounded texts, changed and deleted entities.
 func TestIndexEmbedScope(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -273,15 +276,15 @@ func TestIndexEmbedScope(t *testing.T) {
 	e := fakeEmbedder{model: "m1", log: log}
 	web := store.EmbedScope{OrganizationID: f.org.ID, ProjectID: f.web.ID}
 	var got []int
-	for range 5 {
+	for range 3 {
 		n, err := f.db.IndexEmbedScope(ctx, e, web, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, n)
 	}
-	if !slices.Equal(got, []int{2, 2, 1, 0, 0}) {
-		t.Fatalf("batches = %v", got)
+	if !slices.Equal(got, []int{5, 0, 0}) || !slices.Equal(log.calls, []int{2, 2, 1}) {
+		t.Fatalf("calls returned %v, embedded in calls of %v; want [5 0 0] in [2 2 1]", got, log.calls)
 	}
 	for _, text := range log.texts {
 		if n := len([]rune(text)); n > 8000 {
@@ -343,16 +346,20 @@ func TestIndexEmbedScopeReadsOnlyItsScope(t *testing.T) {
 		}
 	}
 	mustExec(t, f.db, `UPDATE items SET title = 'changed' WHERE key = 'WEB-1'`)
+	var web1 string
+	if err := f.db.Pool().QueryRow(ctx, `SELECT id::text FROM items WHERE key = 'WEB-1'`).Scan(&web1); err != nil {
+		t.Fatal(err)
+	}
 	mustExec(t, f.db, `ANALYZE items`)
 	mustExec(t, f.db, `ANALYZE search_embeddings`)
 	for _, tc := range []struct {
 		name, sql string
 		args      []any
 	}{
-		{"missing, project", store.EmbedMissingSQL, []any{f.org.ID, f.web.ID, "m1", 10}},
-		{"missing, organization", store.EmbedMissingSQL, []any{f.org.ID, "", "m1", 10}},
-		{"changed, project", store.EmbedChangedSQL, []any{f.org.ID, f.web.ID, "m1", 10}},
-		{"changed, organization", store.EmbedChangedSQL, []any{f.org.ID, "", "m1", 10}},
+		{"stale, project", store.EmbedStaleSQL, []any{f.org.ID, f.web.ID, "m1", store.EmbedScanLimit}},
+		{"stale, organization", store.EmbedStaleSQL, []any{f.org.ID, "", "m1", store.EmbedScanLimit}},
+		{"texts, project", store.EmbedTextsSQL, []any{f.org.ID, f.web.ID, []string{"item", "skill"}, []string{web1, web1}}},
+		{"texts, organization", store.EmbedTextsSQL, []any{f.org.ID, "", []string{"knowledge", "skill"}, []string{web1, web1}}},
 		{"gone, project", store.EmbedGoneSQL, []any{f.org.ID, f.web.ID}},
 		{"gone, organization", store.EmbedGoneSQL, []any{f.org.ID, ""}},
 	} {

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,7 +27,7 @@ const (
 
 // EmbedListenerName is the application_name of the embed dispatcher's LISTEN
 // connection, for finding it in pg_stat_activity.
-const EmbedListenerName = "ballet-embed-dispatch"
+const EmbedListenerName = store.EmbedListenerName
 
 // dirtyStore is what the dispatcher reads of Postgres: the scopes marked
 // dirty; *store.DB provides it.
@@ -64,25 +63,10 @@ func newEmbedDispatcher(db dirtyStore, listen func(ctx context.Context) (*pgx.Co
 	return &embedDispatcher{db: db, listen: listen, queue: queue, log: log, kick: make(chan struct{}, 1)}
 }
 
-// listenEmbedDirty opens a connection of its own from the pool's settings
-// and LISTENs on store.EmbedDirtyChannel.
+// listenEmbedDirty is the dispatcher's LISTEN connection:
+// store.DB.ListenEmbedDirty.
 func listenEmbedDirty(db *store.DB) func(ctx context.Context) (*pgx.Conn, error) {
-	return func(ctx context.Context) (*pgx.Conn, error) {
-		cfg := db.Pool().Config().ConnConfig.Copy()
-		if cfg.RuntimeParams == nil {
-			cfg.RuntimeParams = map[string]string{}
-		}
-		cfg.RuntimeParams["application_name"] = EmbedListenerName
-		conn, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("worker: listen for embed marks: %w", err)
-		}
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{store.EmbedDirtyChannel}.Sanitize()); err != nil {
-			_ = conn.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("worker: listen for embed marks: %w", err)
-		}
-		return conn, nil
-	}
+	return db.ListenEmbedDirty
 }
 
 // start runs the listener and the dispatch loop until shutdown; a database

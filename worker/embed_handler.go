@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -77,10 +78,15 @@ type embedHandler struct {
 	marked    func() // after a backfill marked the scopes: wakes the dispatcher
 }
 
-// embed takes the scope's mark, then embeds its changed texts batch by
-// batch until none is left. A failure is returned for asynq to retry with
-// backoff; the last retry marks the scope again, so that the dispatcher
-// enqueues it later: a failing provider loses no change.
+// embed takes the scope's mark, then calls IndexEmbedScope until it finds
+// the scope up to date. Each call embeds up to 10,000 stale texts (in
+// embeddings calls of search.embed_batch), storing them as it goes: a
+// scope of n entities takes ceil(n/10,000) + 1 calls. The whole task runs
+// within the embed task's asynq timeout (tasks: 30 minutes); a scope too
+// big for it stops there, its stored vectors kept, and the retry goes on
+// from them. A failure is returned for asynq to retry with backoff; the
+// last retry marks the scope again, so that the dispatcher enqueues it
+// later: a failing provider loses no change.
 func (h *embedHandler) embed(ctx context.Context, t *asynq.Task) error {
 	var p tasks.EmbedPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Organization == "" {
@@ -100,11 +106,11 @@ func (h *embedHandler) embed(ctx context.Context, t *asynq.Task) error {
 	total := 0
 	for {
 		n, err := h.db.IndexEmbedScope(ctx, e, s, h.batch)
+		total += n
+		h.m.embedded.Add(float64(n)) // stored, also before a failure
 		if err != nil {
 			return h.fail(ctx, log, s, err)
 		}
-		total += n
-		h.m.embedded.Add(float64(n))
 		if n == 0 {
 			break
 		}
@@ -117,10 +123,12 @@ func (h *embedHandler) embed(ctx context.Context, t *asynq.Task) error {
 
 // fail returns err for asynq to retry, or, on the last retry, marks the
 // scope again and ends the task, so that its id is free for the next one.
+// A task cancelled by the worker's shutdown goes back to the queue as it
+// is; one past its timeout is a failure like any other.
 func (h *embedHandler) fail(ctx context.Context, log *slog.Logger, s store.EmbedScope, err error) error {
 	retried, _ := asynq.GetRetryCount(ctx)
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
-	if ctx.Err() == nil && retried >= maxRetry {
+	if !errors.Is(ctx.Err(), context.Canceled) && retried >= maxRetry {
 		if merr := h.db.MarkEmbedScopes(context.WithoutCancel(ctx), s); merr != nil {
 			h.m.tasks.WithLabelValues(embedError).Inc()
 			return fmt.Errorf("worker: embed: mark the scope again after %d retries: %w (after %w)", retried, merr, err)

@@ -277,4 +277,10 @@ func TestEmbedDispatcherSurvivesALostListener(t *testing.T) {
 	must(t, err)
 	storetest.WaitFor(t, "the edit embedded", func() bool { return emb.callsWith(body) == 1 })
 	e.waitEmbedded("embed-a", 1)
+	storetest.WaitFor(t, "the dispatcher listening again", func() bool {
+		var n int
+		must(t, e.db.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND datname = current_database()`, worker.EmbedListenerName).Scan(&n))
+		return n == 1
+	})
 }
