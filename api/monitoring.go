@@ -1,8 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -29,8 +32,10 @@ var monitoringAssets = map[string]bool{
 
 // mountMonitoring serves the dashboard at MonitoringPath: its static files
 // to anyone, the rest to platform admins signed in by bearer header or the
-// token cookie, every response with the security headers.
+// token cookie, every response with the security headers. Its pages link to
+// nothing on the internet (offlinePages).
 func (s *Server) mountMonitoring(mon http.Handler) {
+	mon = offlinePages(mon)
 	page := adaptor.HTTPHandler(mon)
 	headers := SecurityHeaders(HTMLPolicy{ScriptHashes: InlineScriptHashes(mon, MonitoringPath+"/")})
 	s.app.Use(MonitoringPath, headers, func(c *fiber.Ctx) error {
@@ -92,3 +97,56 @@ func (s *Server) requirePlatformAdmin(c *fiber.Ctx) error {
 	}
 	return c.Next()
 }
+
+// externalRef is a stylesheet link or script tag that loads from another
+// host: asynqmon's index links Google Fonts (Roboto and Material Icons).
+var externalRef = regexp.MustCompile(`(?i)<link\b[^>]*\bhref="(?:https?:)?//[^"]*"[^>]*>|<script\b[^>]*\bsrc="(?:https?:)?//[^"]*"[^>]*>\s*</script>`)
+
+// offlinePages serves the dashboard's HTML pages without the tags that
+// would load from the internet, so that it renders the same offline and
+// under the pages' Content-Security-Policy: the text falls back to the
+// system's sans-serif font, and the icons are the bundle's own SVGs. Its web
+// app manifest names its icons under the dashboard. Its other answers
+// (scripts, images, its api) pass through as they are.
+func offlinePages(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest := strings.TrimPrefix(r.URL.Path, MonitoringPath)
+		if strings.HasPrefix(rest, "/api/") || strings.HasPrefix(rest, "/static/") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := &pageRecorder{header: http.Header{}, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		body := rec.body.Bytes()
+		ct := rec.header.Get("Content-Type")
+		if ct == "" {
+			ct = http.DetectContentType(body)
+		}
+		switch {
+		case strings.HasPrefix(ct, "text/html"):
+			body = externalRef.ReplaceAll(body, nil)
+		case rest == "/manifest.json":
+			// Its icons are named from the site's root, not the dashboard's.
+			body = bytes.ReplaceAll(body, []byte(`"src": "/`), []byte(`"src": "`+MonitoringPath+`/`))
+			ct = "application/manifest+json"
+		}
+		rec.header.Set("Content-Type", ct)
+		rec.header.Set("Content-Length", strconv.Itoa(len(body)))
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(body)
+	})
+}
+
+// pageRecorder holds an answer for offlinePages to rewrite.
+type pageRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (p *pageRecorder) Header() http.Header         { return p.header }
+func (p *pageRecorder) WriteHeader(status int)      { p.status = status }
+func (p *pageRecorder) Write(b []byte) (int, error) { return p.body.Write(b) }

@@ -71,6 +71,26 @@ func requestID(ctx context.Context) string {
 	return newRequestID()
 }
 
+// callerRequestIDKey keys the caller's request id in a request's context.
+type callerRequestIDKey struct{}
+
+// withCallerRequestID is r's context with the caller's request id: its
+// X-Request-Id header (the api request a turn's call comes from), when
+// well formed (llm.ValidRequestID); another value is dropped.
+func withCallerRequestID(r *http.Request) context.Context {
+	id := r.Header.Get(llm.RequestIDHeader)
+	if !llm.ValidRequestID(id) {
+		return r.Context()
+	}
+	return context.WithValue(r.Context(), callerRequestIDKey{}, id)
+}
+
+// callerRequestID is the caller's request id withCallerRequestID kept, or "".
+func callerRequestID(ctx context.Context) string {
+	id, _ := ctx.Value(callerRequestIDKey{}).(string)
+	return id
+}
+
 // authorize reads and checks the gateway token of a call: every route needs
 // one with the llm.invoke capability.
 func (s *Server) authorize(r *http.Request) (llm.Principal, *refusal) {

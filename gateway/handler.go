@@ -187,9 +187,13 @@ func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
 		Estimated: estimated, DurationMS: int(took.Milliseconds()), CreatedAt: time.Now(),
 	})
-	s.log.DebugContext(ctx, "llm call", slog.String("request_id", reqID), slog.String("caller", p.Subject),
+	attrs := []slog.Attr{slog.String("request_id", reqID)}
+	if id := callerRequestID(ctx); id != "" {
+		attrs = append(attrs, slog.String("caller_request_id", id))
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "llm call", append(attrs, slog.String("caller", p.Subject),
 		slog.String("model", c.model), slog.Int("status", status), slog.Int64("input_tokens", u.InputTokens),
-		slog.Int64("output_tokens", u.OutputTokens), slog.Bool("estimated", estimated), slog.Duration("took", took))
+		slog.Int64("output_tokens", u.OutputTokens), slog.Bool("estimated", estimated), slog.Duration("took", took))...)
 }
 
 // sessionUUID keeps a session id only when it is a UUID (the usage column's type).

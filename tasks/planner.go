@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -48,15 +49,21 @@ func (p *Planner) Send(ctx context.Context, caller store.Caller, session, text, 
 	}
 	p.pub.Publish(ctx, res.Queued)
 	if res.Head {
-		p.Enqueue(ctx, session, res.Turn)
+		p.enqueue(ctx, session, res.Turn)
 	}
 	return res, nil
 }
 
 // Enqueue puts the task of a turn already marked enqueued in the queue
 // (task id = turn id). A failure is logged: the sweeper finds the turn by its
-// age and enqueues it again.
+// age and enqueues it again. The task carries no request id: the request
+// that sent the turn is not the one (or the turn) that enqueues it now.
 func (p *Planner) Enqueue(ctx context.Context, session, turn string) {
+	p.enqueue(llm.WithRequestID(ctx, ""), session, turn)
+}
+
+// enqueue is Enqueue with the request id ctx carries, for a send.
+func (p *Planner) enqueue(ctx context.Context, session, turn string) {
 	if err := p.queue.Enqueue(ctx, session, turn, turn); err != nil {
 		p.log.WarnContext(ctx, "enqueue turn; the sweeper will retry", slog.String("session", session),
 			slog.String("turn", turn), slog.Any("error", err))

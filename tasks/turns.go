@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -24,6 +25,10 @@ const QueuePlanner = "planner"
 type TurnPayload struct {
 	Session string `json:"session"`
 	Turn    string `json:"turn"`
+	// RequestID is the api request that sent the turn (its access log's
+	// request_id), for the turn's log lines and gateway calls; "" for a
+	// turn enqueued otherwise (the session's next turn, the sweeper).
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Names derives queue and channel names from the Redis namespace, so that
@@ -63,7 +68,8 @@ func (q *Queue) Names() Names { return q.names }
 func (q *Queue) Inspector() *asynq.Inspector { return q.inspector }
 
 // Enqueue puts a turn task in the planner queue under taskID (the turn id,
-// or a resume id). A task already there under that id is not an error.
+// or a resume id), with the request id ctx carries (llm.WithRequestID). A
+// task already there under that id is not an error.
 func (q *Queue) Enqueue(ctx context.Context, session, turn, taskID string) error {
 	err := q.enqueue(ctx, session, turn, taskID)
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
@@ -142,7 +148,7 @@ func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) 
 }
 
 func (q *Queue) enqueue(ctx context.Context, session, turn, taskID string) error {
-	payload, _ := json.Marshal(TurnPayload{Session: session, Turn: turn})
+	payload, _ := json.Marshal(TurnPayload{Session: session, Turn: turn, RequestID: llm.RequestID(ctx)})
 	task := asynq.NewTask(TypeTurn, payload, asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
 		asynq.Timeout(q.timeout), asynq.MaxRetry(50))
 	_, err := q.client.EnqueueContext(ctx, task)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -27,6 +28,11 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 		return fmt.Errorf("worker: payload: %v: %w", err, asynq.SkipRetry)
 	}
 	log := w.log.With(slog.String("session", p.Session), slog.String("turn", p.Turn))
+	if p.RequestID != "" {
+		// The gateway calls of the turn carry it too (llm.Client).
+		ctx = llm.WithRequestID(ctx, p.RequestID)
+		log = log.With(slog.String("request_id", p.RequestID))
+	}
 	claim, ok, err := w.claim(ctx, p, log)
 	if !ok {
 		return err

@@ -43,8 +43,9 @@ func (c *Client) post(ctx context.Context, p Principal, req MessageRequest) (*ht
 	return c.postJSON(ctx, p, "/v1/messages", req)
 }
 
-// postJSON sends body to the gateway's path with a token minted for p; an
-// answer other than 200 is returned as an *APIError.
+// postJSON sends body to the gateway's path with a token minted for p, and
+// the request id ctx carries (WithRequestID) as X-Request-Id; an answer
+// other than 200 is returned as an *APIError.
 func (c *Client) postJSON(ctx context.Context, p Principal, path string, body any) (*http.Response, error) {
 	token, err := c.Token(p)
 	if err != nil {
@@ -61,6 +62,9 @@ func (c *Client) postJSON(ctx context.Context, p Principal, path string, body an
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+token)
 	hr.Header.Set("anthropic-version", AnthropicVersion)
+	if id := RequestID(ctx); id != "" {
+		hr.Header.Set(RequestIDHeader, id)
+	}
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: call: %w", err)

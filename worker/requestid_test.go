@@ -1,0 +1,89 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/store/storetest"
+)
+
+// jsonLog is a slog JSON sink written from many goroutines.
+type jsonLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *jsonLog) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// find is the records with message msg whose key has the value want.
+func (b *jsonLog) find(t *testing.T, msg, key, want string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if rec["msg"] == msg && rec[key] == want {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// TestRequestIDReachesGateway: a turn sent under a request id (the api's
+// access log id, see api.TestSendCarriesRequestID) logs it in the worker's
+// lines of the turn and sends it to the gateway, which logs it as the
+// caller's beside its own; a turn sent without one logs none.
+func TestRequestIDReachesGateway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, twoRounds)
+	logs := &jsonLog{}
+	e.log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.deps.Log = e.log
+	viaGateway(t, e)
+	e.start()
+
+	s := e.session()
+	ctx := llm.WithRequestID(context.Background(), "req-trace-7")
+	res, err := e.planner.Send(ctx, e.human, s, "plan it", "")
+	must(t, err)
+	e.waitDone(s, res.Turn)
+	storetest.WaitFor(t, "the turn's end logged with its request id", func() bool {
+		return len(logs.find(t, "turn ended", "request_id", "req-trace-7")) == 1
+	})
+	calls := logs.find(t, "llm call", "caller_request_id", "req-trace-7")
+	if len(calls) < 3 { // the three rounds of twoRounds (more if a round was retried)
+		t.Fatalf("gateway lines with caller_request_id: %v, want one per round (3)", calls)
+	}
+	for _, c := range calls {
+		if id, _ := c["request_id"].(string); !strings.HasPrefix(id, "gwreq_") {
+			t.Errorf("gateway line %v: want its own request_id beside the caller's", c)
+		}
+	}
+	if ended := logs.find(t, "turn ended", "turn", res.Turn); len(ended) != 1 || ended[0]["request_id"] != "req-trace-7" {
+		t.Fatalf("turn ended lines %v", ended)
+	}
+
+	// A send without an id: the turn's lines carry none.
+	second := e.send(s, "plan it")
+	e.waitDone(s, second.Turn)
+	storetest.WaitFor(t, "the second turn's end logged", func() bool {
+		return len(logs.find(t, "turn ended", "turn", second.Turn)) == 1
+	})
+	if got := logs.find(t, "turn ended", "turn", second.Turn)[0]["request_id"]; got != nil {
+		t.Errorf("second turn logged request_id %v, want none", got)
+	}
+}
