@@ -28,7 +28,7 @@ run: services build
 	@deploy/dev/run.sh $(BIN)
 
 test: services
-	@deploy/dev/services.sh chromium node compose
+	@deploy/dev/services.sh chromium node compose promtool
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd deploy/kubernetes && $(GO) test -race -count=1 ./...
 

@@ -108,6 +108,9 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		// A /rpc socket then keeps no request read buffer once upgraded.
 		ReduceMemoryUsage: true,
 	})
+	if err := s.useHTTPMetrics(d.Registry); err != nil {
+		return nil, err
+	}
 	s.routes()
 	return s, nil
 }
@@ -174,6 +177,7 @@ func (s *Server) stop() {
 }
 
 func (s *Server) routes() {
+	s.app.Use(s.accessLog) // first: it logs every answer, errors included
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	s.app.Get("/readyz", s.readyz)
 	if s.monitoring != nil {

@@ -22,6 +22,10 @@ type metrics struct {
 	written     prometheus.Counter
 	// models bounds the model label; nil keeps every name.
 	models *modelLabels
+	// http counts and times the gateway's requests; refusals among them.
+	http *httpMetrics
+	// upstream times each upstream attempt.
+	upstream *upstreamMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, error) {
@@ -55,10 +59,16 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 		Name: "ballet_llm_usage_pending",
 		Help: "Usage rows buffered, not yet written to Postgres.",
 	}, pending)
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.retries, m.countTokens, m.dropped, m.written, pendingGauge} {
+	m.upstream = newUpstreamMetrics()
+	for _, c := range append([]prometheus.Collector{m.requests, m.tokens, m.retries, m.countTokens, m.dropped, m.written, pendingGauge},
+		m.upstream.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register metrics: %w", err)
 		}
+	}
+	var err error
+	if m.http, err = newHTTPMetrics(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -141,11 +141,11 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, http.StatusNotFound, llm.ErrNotFound, "no route "+r.Method+" "+r.URL.Path+"; the gateway serves "+
 			"POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models, GET /v1/models/{model_id} and POST /v1/embeddings")
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.metrics.http.instrument(mux, func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()
 		w.Header().Set("request-id", id)
 		w.Header().Set("x-ballet-request-id", id)
-		mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		mux.ServeHTTP(w, r.WithContext(context.WithValue(withCallerRequestID(r), requestIDKey{}, id)))
 	})
 }
 

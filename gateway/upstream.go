@@ -134,19 +134,26 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 	if err := s.upstreams.Check(req.URL.String()); err != nil {
 		return nil, false, 0, &gatewayError{http.StatusForbidden, llm.ErrPermission, fmt.Errorf("upstream %s is not allowed: %s", c.provider, UpstreamRule)}
 	}
+	start := time.Now()
 	resp, err := s.http.Do(req)
 	if err != nil {
+		s.timing().done(c.provider, start)
 		return nil, true, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s unreachable: %w", c.provider, err)}
+	}
+	if !c.stream || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		s.timing().firstByte(c.provider, start)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
+		s.timing().done(c.provider, start)
 		a = &answer{status: resp.StatusCode, errBody: upstreamErrorBody(c.provider, resp.StatusCode, body), retryAfter: resp.Header.Get("Retry-After")}
 		return a, retryableStatus(resp.StatusCode), retryAfter(resp.Header), nil
 	}
 	if c.stream {
-		src := p.events(c, resp.Body)
+		src := s.timing().timed(p.events(c, resp.Body), c.provider, start)
 		first, err := src.next()
+		s.timing().firstByte(c.provider, start)
 		if err != nil {
 			src.close()
 			if errors.Is(err, errMalformed) {
@@ -166,6 +173,7 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	resp.Body.Close()
+	s.timing().done(c.provider, start)
 	if err != nil {
 		return nil, true, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s answer cut short: %w", c.provider, err)}
 	}

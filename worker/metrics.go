@@ -23,12 +23,34 @@ type metrics struct {
 	resumes     *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, q *tasks.Queue) (*metrics, error) {
+// turnOutcomes, compactionOutcomes and resumeReasons are the label values
+// their series start with, at 0.
+var (
+	turnOutcomes       = []string{"completed", store.ReasonMaxRounds, store.ReasonCancelled, store.ReasonError}
+	compactionOutcomes = []string{"ok", "failed"}
+	resumeReasons      = []string{store.StaleWorkerLost, store.StaleLeaseExpired, resumeNotQueued, resumeUnclaimed}
+)
+
+// turnBuckets double from 50ms up to the turn timeout, the longest a turn
+// runs, which is the last bucket.
+func turnBuckets(timeout time.Duration) []float64 {
+	if timeout <= 0 {
+		timeout = DefaultConfig().TurnTimeout
+	}
+	limit := timeout.Seconds()
+	var b []float64
+	for v := 0.05; v < limit; v *= 2 {
+		b = append(b, v)
+	}
+	return append(b, limit)
+}
+
+func newMetrics(reg prometheus.Registerer, q *tasks.Queue, turnTimeout time.Duration) (*metrics, error) {
 	m := &metrics{
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_turns_total",
 			Help: "Planner turns ended, by outcome (completed, max_rounds, cancelled, error)."}, []string{"outcome"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ballet_planner_turn_duration_seconds",
-			Help: "Time from a turn's start on a worker to its end.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
+			Help: "Time from a turn's start on a worker to its end; the last bucket is worker.turn_timeout.", Buckets: turnBuckets(turnTimeout)}),
 		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ballet_planner_queue_wait_seconds",
 			Help: "Time from send to a turn's start.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}),
 		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ballet_planner_rounds",
@@ -44,6 +66,15 @@ func newMetrics(reg prometheus.Registerer, q *tasks.Queue) (*metrics, error) {
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_resumes_total",
 			Help: "Turns the sweeper put back in the queue, by reason (worker_lost, lease_expired, not_queued, unclaimed)."},
 			[]string{"reason"}),
+	}
+	for _, o := range turnOutcomes {
+		m.turns.WithLabelValues(o)
+	}
+	for _, o := range compactionOutcomes {
+		m.compactions.WithLabelValues(o)
+	}
+	for _, r := range resumeReasons {
+		m.resumes.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
@@ -76,7 +107,8 @@ type queueDepth struct {
 }
 
 var queueDepthDesc = prometheus.NewDesc("ballet_planner_queue_depth",
-	"Tasks in the planner queue by state (pending, active, scheduled, retry, archived); cached for 5s.",
+	"Tasks in the planner queue by state (pending, active, scheduled, retry, archived); cached for 5s. "+
+		"The queue is shared: every worker reports the same whole count, so aggregate with max(), never sum().",
 	[]string{"queue", "state"}, nil)
 
 func (c *queueDepth) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepthDesc }

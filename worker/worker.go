@@ -108,7 +108,7 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	m, err := newMetrics(d.Registry, d.Queue)
+	m, err := newMetrics(d.Registry, d.Queue, cfg.TurnTimeout)
 	if err != nil {
 		return nil, err
 	}

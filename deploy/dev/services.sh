@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure Postgres and Redis answer for `make run` and `make test`.
 #
-#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis] [chromium] [node] [compose]
+#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis] [chromium] [node] [compose] [promtool]
 #
 # For each service: use it when it already answers; else, in the order of
 # --try (default: all, in this order):
@@ -13,7 +13,8 @@
 # with apt-get when /usr/bin/chromium is missing, as root, for the browser test;
 # node (also asked for by `make test`) installs nodejs and npm the same way, for
 # the test that rebuilds the web bundle; compose installs Debian's
-# docker-compose, whose loader checks docker-compose.yml in a test.
+# docker-compose, whose loader checks docker-compose.yml in a test, and
+# promtool Debian's prometheus package, for the test that checks /metrics.
 # It says what it does, prints the URL it checked ("postgres ready: URL"), and
 # on failure lists every step it tried and why that step failed.
 #
@@ -46,9 +47,9 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--try=*) TRY=${1#--try=}; shift ;;
-	postgres | redis | chromium | node | compose) WANT+=("$1"); shift ;;
+	postgres | redis | chromium | node | compose | promtool) WANT+=("$1"); shift ;;
 	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node, compose)" ;;
+	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node, compose, promtool)" ;;
 	esac
 done
 [ ${#WANT[@]} -gt 0 ] || WANT=(postgres redis)
@@ -408,6 +409,7 @@ ensure_package() {
 
 ensure_chromium() { ensure_package chromium chromium chromium; }
 ensure_node() { ensure_package node npm nodejs npm; }
+ensure_promtool() { ensure_package promtool promtool prometheus; }
 ensure_compose() {
 	if docker compose version >/dev/null 2>&1; then say "compose ready: docker compose"; return; fi
 	ensure_package compose docker-compose docker-compose
