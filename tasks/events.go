@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -23,10 +22,6 @@ const eventPage = 500
 
 // Timings of the event listener.
 const (
-	listenPing      = 30 * time.Second // a silent LISTEN connection is pinged this often
-	listenTimeout   = 10 * time.Second // connect and ping
-	listenBackoff   = 50 * time.Millisecond
-	listenMaxWait   = 5 * time.Second
 	fetchRetryAfter = time.Second
 )
 
@@ -137,72 +132,32 @@ func (h *EventHub) Stats() EventHubStats {
 // listen holds the LISTEN connection, reconnecting with backoff, and turns
 // notifications into organizations to read.
 func (h *EventHub) listen(ctx context.Context) {
-	backoff := listenerBackoff()
-	for first := true; ; first = false {
-		cctx, cancel := context.WithTimeout(ctx, listenTimeout)
-		conn, err := h.db.ListenEvents(cctx, EventListenerName)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
+	Listener{
+		Name:    "event listener",
+		Connect: func(ctx context.Context) (*pgx.Conn, error) { return h.db.ListenEvents(ctx, EventListenerName) },
+		Connected: func(ctx context.Context, reconnect bool) {
+			if reconnect {
+				h.reconnects.Add(1)
+				h.log.InfoContext(ctx, "event listener reconnected; catching subscribers up")
+			}
+			h.markAll() // whatever was committed while nobody listened
+		},
+		Notify: func(ctx context.Context, payload string) {
+			org, seq, ok := store.ParseEventNotification(payload)
+			if !ok {
+				h.log.WarnContext(ctx, "event listener: unreadable notification", slog.String("payload", payload))
 				return
 			}
-			d := nextWait(backoff)
-			h.log.WarnContext(ctx, "event listener: connect", slog.Any("error", err), slog.Duration("retry_in", d))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(d):
-			}
-			continue
-		}
-		if !first {
-			h.reconnects.Add(1)
-			h.log.InfoContext(ctx, "event listener reconnected; catching subscribers up")
-		}
-		backoff = listenerBackoff()
-		h.markAll() // whatever was committed while nobody listened
-		err = h.wait(ctx, conn)
-		_ = conn.Close(context.Background())
-		if ctx.Err() != nil {
-			return
-		}
-		h.log.WarnContext(ctx, "event listener: connection lost; reconnecting", slog.Any("error", err))
-	}
+			h.mark(org, seq)
+		},
+		Log: h.log,
+	}.Run(ctx)
 }
 
-// listenerBackoff is the schedule of the listener's waits between failed
+// listenerBackoff is the schedule of a listener's waits between failed
 // connects: doubling from listenBackoff up to listenMaxWait.
 func listenerBackoff() retry.Backoff {
 	return retry.WithCappedDuration(listenMaxWait, retry.NewExponential(listenBackoff))
-}
-
-// wait reads notifications until the connection fails.
-func (h *EventHub) wait(ctx context.Context, conn *pgx.Conn) error {
-	for {
-		wctx, cancel := context.WithTimeout(ctx, listenPing)
-		n, err := conn.WaitForNotification(wctx)
-		cancel()
-		switch {
-		case err == nil:
-			org, seq, ok := store.ParseEventNotification(n.Payload)
-			if !ok {
-				h.log.WarnContext(ctx, "event listener: unreadable notification", slog.String("payload", n.Payload))
-				continue
-			}
-			h.mark(org, seq)
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
-			pctx, cancel := context.WithTimeout(ctx, listenTimeout)
-			err := conn.Ping(pctx)
-			cancel()
-			if err != nil {
-				return err
-			}
-		default:
-			return err
-		}
-	}
 }
 
 // mark asks the fetcher to read an organization's log up to seq (0: read

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
 )
 
 // Timings of the embed dispatcher.
@@ -17,12 +17,9 @@ const (
 	// embedSweepEvery is the backstop: dirty scopes are read this often
 	// whatever the notifications, for a notification lost with its
 	// connection, and for a scope marked while its task was running.
-	embedSweepEvery   = 3 * time.Second
-	embedDirtyPage    = 1000                   // scopes one read turns into tasks
-	embedMinGap       = 200 * time.Millisecond // between two reads
-	embedListenPing   = 30 * time.Second
-	embedListenWait   = 10 * time.Second
-	embedListenMaxGap = 5 * time.Second
+	embedSweepEvery = 3 * time.Second
+	embedDirtyPage  = 1000                   // scopes one read turns into tasks
+	embedMinGap     = 200 * time.Millisecond // between two reads
 )
 
 // EmbedListenerName is the application_name of the embed dispatcher's LISTEN
@@ -63,12 +60,6 @@ func newEmbedDispatcher(db dirtyStore, listen func(ctx context.Context) (*pgx.Co
 	return &embedDispatcher{db: db, listen: listen, queue: queue, log: log, kick: make(chan struct{}, 1)}
 }
 
-// listenEmbedDirty is the dispatcher's LISTEN connection:
-// store.DB.ListenEmbedDirty.
-func listenEmbedDirty(db *store.DB) func(ctx context.Context) (*pgx.Conn, error) {
-	return db.ListenEmbedDirty
-}
-
 // start runs the listener and the dispatch loop until shutdown; a database
 // that cannot be reached is retried in the background.
 func (d *embedDispatcher) start(ctx context.Context) {
@@ -99,59 +90,14 @@ func (d *embedDispatcher) wake() {
 // listenLoop holds the LISTEN connection, reconnecting with backoff, and
 // wakes the dispatch loop on each notification and each (re)connect.
 func (d *embedDispatcher) listenLoop(ctx context.Context) {
-	wait := listenBackoffStart
-	for {
-		cctx, cancel := context.WithTimeout(ctx, embedListenWait)
-		conn, err := d.listen(cctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			d.log.WarnContext(ctx, "embed dispatcher: connect", slog.Any("error", err), slog.Duration("retry_in", wait))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, embedListenMaxGap)
-			continue
-		}
-		wait = listenBackoffStart
-		d.wake() // whatever was marked while nobody listened
-		err = d.waitLoop(ctx, conn)
-		_ = conn.Close(context.Background())
-		if ctx.Err() != nil {
-			return
-		}
-		d.log.WarnContext(ctx, "embed dispatcher: connection lost; reconnecting", slog.Any("error", err))
-	}
-}
-
-// listenBackoffStart is the first wait after a failed connect.
-const listenBackoffStart = 50 * time.Millisecond
-
-func (d *embedDispatcher) waitLoop(ctx context.Context, conn *pgx.Conn) error {
-	for {
-		wctx, cancel := context.WithTimeout(ctx, embedListenPing)
-		_, err := conn.WaitForNotification(wctx)
-		cancel()
-		switch {
-		case err == nil:
-			d.wake()
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
-			pctx, cancel := context.WithTimeout(ctx, embedListenWait)
-			err := conn.Ping(pctx)
-			cancel()
-			if err != nil {
-				return err
-			}
-		default:
-			return err
-		}
-	}
+	tasks.Listener{
+		Name:    "embed dispatcher",
+		Connect: d.listen,
+		// Whatever was marked while nobody listened.
+		Connected: func(context.Context, bool) { d.wake() },
+		Notify:    func(context.Context, string) { d.wake() },
+		Log:       d.log,
+	}.Run(ctx)
 }
 
 // dispatchLoop reads the dirty scopes on each wake and every

@@ -130,7 +130,7 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 			return nil, err
 		}
 		w.embedTasks = tasks.NewEmbedTasks(d.Queue, d.Search)
-		w.embedDispatch = newEmbedDispatcher(d.DB, listenEmbedDirty(d.DB), w.embedTasks, d.Log)
+		w.embedDispatch = newEmbedDispatcher(d.DB, d.DB.ListenEmbedDirty, w.embedTasks, d.Log)
 		h := &embedHandler{db: d.DB, embedders: d.Embedders, batch: d.Search.EmbedBatch, log: d.Log, m: em,
 			marked: w.embedDispatch.wake}
 		w.embedSrv = newEmbedServer(d.Redis, d.Queue.Names(), d.Search.EmbedConcurrency, h, d.Log)
