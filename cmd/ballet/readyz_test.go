@@ -46,36 +46,53 @@ func migrateURL(t *testing.T, url string) {
 	}
 }
 
+// behindMessage is /readyz's schema check on a database nobody migrated.
+func behindMessage() string {
+	return fmt.Sprintf(`schema: database at version 0, this binary needs %d: run "ballet migrate up"`, store.SchemaVersion())
+}
+
+// startUnmigrated starts `ballet command` with database.migrate off on a
+// database nobody migrated, with env added; it returns the process, the
+// database's URL and the gateway's address.
+func startUnmigrated(t *testing.T, command string, env ...string) (p *process, url, gateway string) {
+	t.Helper()
+	url = storetest.EmptyURL(t)
+	rc := taskstest.Config(t)
+	gateway = freeAddr(t)
+	p = startProcess(t, append([]string{"BALLET_DATABASE_URL=" + url, "BALLET_DATABASE_MIGRATE=false",
+		"BALLET_REDIS_URL=" + rc.URL, "BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_ADDR=" + gateway,
+		"BALLET_GATEWAY_SIGNING_KEY=test-signing-key"}, env...), command)
+	return p, url, gateway
+}
+
+// readyzWhenUp polls addr's /readyz until it answers, and returns the answer.
+func readyzWhenUp(t *testing.T, addr string) (status int, rep api.ReadyReport, raw string) {
+	t.Helper()
+	storetest.WaitFor(t, "/readyz on "+addr+" to answer", func() bool {
+		var up bool
+		status, rep, raw, up = readyz(addr)
+		return up
+	})
+	return status, rep, raw
+}
+
 // TestReadyzWithoutSchema: a process started with database.migrate off on a
 // database nobody migrated answers /readyz with 503 naming the versions, on
 // its public port and its metrics listener, in the api's shape, logs no
 // query error, and is ready with the versions once the database is migrated.
 func TestReadyzWithoutSchema(t *testing.T) {
 	t.Parallel()
-	want := store.SchemaVersion()
-	msg := fmt.Sprintf(`schema: database at version 0, this binary needs %d: run "ballet migrate up"`, want)
+	want, msg := store.SchemaVersion(), behindMessage()
 	for _, command := range []string{"api", "gateway"} {
 		t.Run(command, func(t *testing.T) {
 			t.Parallel()
-			url := storetest.EmptyURL(t)
-			rc := taskstest.Config(t)
-			gw := freeAddr(t)
-			p := startProcess(t, []string{"BALLET_DATABASE_URL=" + url, "BALLET_DATABASE_MIGRATE=false",
-				"BALLET_REDIS_URL=" + rc.URL, "BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_ADDR=" + gw,
-				"BALLET_GATEWAY_SIGNING_KEY=test-signing-key"}, command)
+			p, url, gw := startUnmigrated(t, command)
 			public := p.addr
 			if command == "gateway" {
 				public = gw
 			}
 			for _, addr := range []string{public, p.metrics} {
-				var status int
-				var rep api.ReadyReport
-				var raw string
-				storetest.WaitFor(t, "/readyz on "+addr+" to answer", func() bool {
-					var up bool
-					status, rep, raw, up = readyz(addr)
-					return up
-				})
+				status, rep, raw := readyzWhenUp(t, addr)
 				if status != http.StatusServiceUnavailable || rep.Status != "unavailable" || rep.Checks["schema"] != msg ||
 					rep.Checks["postgres"] != "ok" || rep.Checks["redis"] != "ok" ||
 					rep.Schema == nil || rep.Schema.Current != 0 || rep.Schema.Expected != want {

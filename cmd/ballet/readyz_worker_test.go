@@ -1,15 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/balletplanner/ballet/api"
-	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
-	"github.com/balletplanner/ballet/tasks/taskstest"
 )
 
 // TestReadyzWorkerWaitsForSchema: a worker (alone or in serve) started with
@@ -18,30 +14,17 @@ import (
 // waits and no query error, and starts once the database is migrated.
 func TestReadyzWorkerWaitsForSchema(t *testing.T) {
 	t.Parallel()
-	want := store.SchemaVersion()
-	msg := fmt.Sprintf(`schema: database at version 0, this binary needs %d: run "ballet migrate up"`, want)
+	msg := behindMessage()
 	for _, command := range []string{"worker", "serve"} {
 		t.Run(command, func(t *testing.T) {
 			t.Parallel()
-			url := storetest.EmptyURL(t)
-			rc := taskstest.Config(t)
-			gw := freeAddr(t)
-			p := startProcess(t, []string{"BALLET_DATABASE_URL=" + url, "BALLET_DATABASE_MIGRATE=false", "BALLET_LOG_LEVEL=debug",
-				"BALLET_REDIS_URL=" + rc.URL, "BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_ADDR=" + gw,
-				"BALLET_GATEWAY_SIGNING_KEY=test-signing-key"}, command)
+			p, url, gw := startUnmigrated(t, command, "BALLET_LOG_LEVEL=debug")
 			probe := p.addr // worker.addr
 			if command == "serve" {
 				probe = gw // the api port opens once the worker has started
 			}
 			for _, addr := range []string{probe, p.metrics} {
-				var status int
-				var rep api.ReadyReport
-				var raw string
-				storetest.WaitFor(t, "/readyz on "+addr+" to answer", func() bool {
-					var up bool
-					status, rep, raw, up = readyz(addr)
-					return up
-				})
+				status, rep, raw := readyzWhenUp(t, addr)
 				if status != http.StatusServiceUnavailable || rep.Checks["schema"] != msg {
 					t.Errorf("%s /readyz on an empty database: %d %s; want 503 with schema %q", addr, status, raw, msg)
 				}
