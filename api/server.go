@@ -165,6 +165,12 @@ func (s *Server) stop() {
 	if err := s.app.ShutdownWithTimeout(s.cfg.ShutdownTimeout); err != nil {
 		s.log.Warn("api shutdown", slog.Any("error", err))
 	}
+	// fasthttp's shutdown closes only the listeners its Serve has already
+	// taken; a Stop right after Start can come first, so the listener is
+	// closed here too and that Serve returns at its first Accept.
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
 	if s.done != nil {
 		<-s.done
 	}
