@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/balletplanner/ballet/internal/redistest"
+	"github.com/balletplanner/ballet/tasks"
+)
+
+// TestBurstOnRedisCluster runs the same burst on a three-master Redis
+// Cluster: asynq's queue keys, the running-text keys and their publishing
+// scripts, the session channels (plain PUBLISH reaches a subscriber on any
+// node) and the cancel nudges all work across nodes.
+func TestBurstOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	rc := tasks.DefaultRedisConfig()
+	rc.ClusterAddrs, rc.Namespace = cl.Addrs(), "cl-"
+	rdb, err := tasks.NewRedisClient(rc)
+	must(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	names := tasks.Names{Namespace: rc.Namespace}
+	s := newStack(t, burstScript)
+	pub := s.onRedis(rdb, names, "BALLET_REDIS_CLUSTER_ADDRS="+strings.Join(rc.ClusterAddrs, ","))
+	s.worker()
+	s.worker()
+	hub := tasks.NewHub(s.db, rdb, names, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	must(t, hub.Start(context.Background()))
+	t.Cleanup(hub.Stop)
+
+	const sessions, perSession = 6, 4
+	b := startBurst(t, s, hub, sessions, perSession)
+	b.check(t)
+	cancelMidStream(t, s, pub)
+}
