@@ -111,6 +111,11 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	if err := s.useHTTPMetrics(d.Registry); err != nil {
 		return nil, err
 	}
+	if d.Registry != nil {
+		if err := s.useRPCMetrics(d.Registry); err != nil {
+			return nil, err
+		}
+	}
 	s.routes()
 	return s, nil
 }

@@ -80,12 +80,12 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 	now := l.now().UTC()
 	minute := now.Truncate(time.Minute)
 	nextMinute := minute.Add(time.Minute)
-	periodStart, periodEnd := budgetPeriod(now, lim.BudgetPeriod)
+	_, periodEnd := budgetPeriod(now, lim.BudgetPeriod)
 	base := l.prefix + "{" + scopeID + "}:"
 	keys := []string{
 		base + "rpm:" + minute.Format("200601021504"),
 		base + "tpm:" + minute.Format("200601021504"),
-		base + "budget:" + lim.BudgetPeriod + ":" + periodStart.Format("20060102"),
+		budgetCounterKey(l.prefix, scopeID, lim.BudgetPeriod, now),
 	}
 	limit := func(v *int64) int64 {
 		if v == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/balletplanner/ballet/gateway/internal/sse"
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/store"
 )
 
 // metrics are the gateway's Prometheus collectors.
@@ -54,6 +55,9 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 			Name: "ballet_llm_usage_written_total",
 			Help: "Usage rows written to Postgres.",
 		}),
+	}
+	for _, p := range []string{store.ProviderAnthropic, store.ProviderOpenAI} {
+		m.retries.WithLabelValues(p) // the series start at 0
 	}
 	pendingGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_llm_usage_pending",

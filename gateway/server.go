@@ -47,7 +47,9 @@ type Server struct {
 	// fallbackURL is the fallback's URL once started; "" for none.
 	fallbackURL string
 	upstreams   *Upstreams
-	stopOnce    sync.Once
+	// budgets counts the token budgets by state; nil without a pool or Redis.
+	budgets  *budgetWatch
+	stopOnce sync.Once
 }
 
 // Fallback is the upstream that answers, in the Anthropic form, the calls
@@ -122,6 +124,11 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 		return nil, err
 	}
 	s.metrics.models = newModelLabels(cfg.MaxModelLabels)
+	if s.budgets = newBudgetWatch(db, s.limiter, s.log); s.budgets != nil {
+		if err := reg.Register(s.budgets); err != nil {
+			return nil, fmt.Errorf("gateway: register metrics: %w", err)
+		}
+	}
 	s.usage.m = s.metrics
 	return s, nil
 }
@@ -160,12 +167,18 @@ func (s *Server) Start(ctx context.Context) error {
 		s.fallbackURL = u
 	}
 	s.usage.start(ctx)
+	if s.budgets != nil {
+		s.budgets.start(ctx)
+	}
 	return nil
 }
 
 // Stop writes the buffered usage (for up to 10 s).
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
+		if s.budgets != nil {
+			s.budgets.shutdown()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.usage.close(ctx); err != nil {

@@ -14,7 +14,8 @@
 # node (also asked for by `make test`) installs nodejs and npm the same way, for
 # the test that rebuilds the web bundle; compose installs Debian's
 # docker-compose, whose loader checks docker-compose.yml in a test, and
-# promtool Debian's prometheus package, for the test that checks /metrics.
+# promtool Debian's prometheus package (promtool and the prometheus server),
+# for the tests that check /metrics, the alert rules and the dashboard.
 # It says what it does, prints the URL it checked ("postgres ready: URL"), and
 # on failure lists every step it tried and why that step failed.
 #
@@ -48,7 +49,7 @@ while [ $# -gt 0 ]; do
 		;;
 	--try=*) TRY=${1#--try=}; shift ;;
 	postgres | redis | chromium | node | compose | promtool) WANT+=("$1"); shift ;;
-	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node, compose, promtool)" ;;
 	esac
 done
@@ -409,7 +410,7 @@ ensure_package() {
 
 ensure_chromium() { ensure_package chromium chromium chromium; }
 ensure_node() { ensure_package node npm nodejs npm; }
-ensure_promtool() { ensure_package promtool promtool prometheus; }
+ensure_promtool() { ensure_package promtool promtool prometheus && ensure_package prometheus prometheus prometheus; }
 ensure_compose() {
 	if docker compose version >/dev/null 2>&1; then say "compose ready: docker compose"; return; fi
 	ensure_package compose docker-compose docker-compose

@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// budgetWatchInterval is how often the budget states are counted again.
+const budgetWatchInterval = 30 * time.Second
+
+// budgetNear is the share of a token budget used from which it counts as
+// near exhaustion.
+const budgetNear = 0.8
+
+// budgetStates are the state label values of ballet_llm_budgets.
+var budgetStates = []string{"ok", "near", "exhausted"}
+
+var budgetsDesc = prometheus.NewDesc("ballet_llm_budgets",
+	"Token budgets (scopes with a token_budget: projects, and organizations for their own calls) by state in the current period: "+
+		"ok, near (80% or more used), exhausted (all used, calls refused); counted every 30s. "+
+		"Every gateway reports the same whole count, so aggregate with max(), never sum().",
+	[]string{"state"}, nil)
+
+// budgetScopesSQL lists every scope whose calls a token budget limits, the
+// way EffectiveLimits merges them: a project's own budget, else its
+// organization's default; and an organization's budget for calls made
+// without a project.
+const budgetScopesSQL = `
+SELECT p.id::text,
+       COALESCE(pl.token_budget, ol.token_budget),
+       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_period ELSE ol.budget_period END
+FROM projects p
+LEFT JOIN limits pl ON pl.project_id = p.id
+LEFT JOIN limits ol ON ol.organization_id = p.organization_id AND ol.project_id IS NULL
+WHERE pl.token_budget IS NOT NULL OR ol.token_budget IS NOT NULL
+UNION ALL
+SELECT organization_id::text, token_budget, budget_period FROM limits
+WHERE project_id IS NULL AND token_budget IS NOT NULL`
+
+// budgetWatch counts the token budgets by state for ballet_llm_budgets:
+// one query lists the budgeted scopes from Postgres, and their counters are
+// read from Redis, where the limiter keeps them, in pipelined batches. It
+// refreshes at Start and every interval until Stop; a scrape reads the last
+// counts, so the metric has three series whatever the number of projects.
+type budgetWatch struct {
+	pool     *pgxpool.Pool
+	rdb      redis.UniversalClient
+	prefix   string
+	now      func() time.Time
+	interval time.Duration
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	counts map[string]float64
+
+	cancel   context.CancelFunc // ends the refreshes; nil before start
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// poolSource is what a Store gives the budget watch: *store.DB has it.
+type poolSource interface {
+	Pool() *pgxpool.Pool
+}
+
+// newBudgetWatch watches the budgets of db's scopes, or returns nil when
+// db exposes no pool or there is no Redis (then no budget is counted).
+func newBudgetWatch(db Store, l *limiter, log *slog.Logger) *budgetWatch {
+	ps, ok := db.(poolSource)
+	if !ok || l.rdb == nil {
+		return nil
+	}
+	pool := ps.Pool()
+	if pool == nil {
+		return nil
+	}
+	w := &budgetWatch{pool: pool, rdb: l.rdb, prefix: l.prefix, now: func() time.Time { return l.now() },
+		interval: budgetWatchInterval, log: log, counts: map[string]float64{},
+		done: make(chan struct{})}
+	for _, s := range budgetStates {
+		w.counts[s] = 0
+	}
+	return w
+}
+
+// Describe implements prometheus.Collector.
+func (w *budgetWatch) Describe(ch chan<- *prometheus.Desc) { ch <- budgetsDesc }
+
+// Collect implements prometheus.Collector with the last counts.
+func (w *budgetWatch) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range budgetStates {
+		ch <- prometheus.MustNewConstMetric(budgetsDesc, prometheus.GaugeValue, w.counts[s], s)
+	}
+}
+
+// start counts once and then every interval until shutdown.
+func (w *budgetWatch) start(ctx context.Context) {
+	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		for {
+			rctx, cancel := context.WithTimeout(ctx, w.interval)
+			if err := w.refresh(rctx); err != nil && ctx.Err() == nil {
+				w.log.WarnContext(rctx, "budget metrics: count budgets", slog.Any("error", err))
+			}
+			cancel()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// shutdown ends a running count and stops the refreshes.
+func (w *budgetWatch) shutdown() {
+	w.stopOnce.Do(func() {
+		if w.cancel != nil {
+			w.cancel()
+			<-w.done
+		}
+	})
+}
+
+// budgetScope is one budgeted scope and its budget.
+type budgetScope struct {
+	id     string
+	budget int64
+	period string
+}
+
+// refresh counts the budgets by state now; on error the last counts stay.
+func (w *budgetWatch) refresh(ctx context.Context) error {
+	rows, err := w.pool.Query(ctx, budgetScopesSQL)
+	if err != nil {
+		return fmt.Errorf("budget watch: list budgets: %w", err)
+	}
+	var scopes []budgetScope
+	for rows.Next() {
+		var s budgetScope
+		if err := rows.Scan(&s.id, &s.budget, &s.period); err != nil {
+			rows.Close()
+			return fmt.Errorf("budget watch: list budgets: %w", err)
+		}
+		scopes = append(scopes, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("budget watch: list budgets: %w", err)
+	}
+	now := w.now().UTC()
+	counts := map[string]float64{}
+	for _, s := range budgetStates {
+		counts[s] = 0
+	}
+	const batch = 500
+	for len(scopes) > 0 {
+		n := min(batch, len(scopes))
+		part := scopes[:n]
+		scopes = scopes[n:]
+		cmds := make([]*redis.StringCmd, len(part))
+		// A pipeline, not MGET: each scope's keys are in its own cluster slot.
+		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, s := range part {
+				cmds[i] = p.Get(ctx, budgetCounterKey(w.prefix, s.id, s.period, now))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("budget watch: read budget counters: %w", err)
+		}
+		for i, s := range part {
+			used, err := cmds[i].Int64()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return fmt.Errorf("budget watch: read budget counter: %w", err)
+			}
+			counts[budgetState(used, s.budget)]++
+		}
+	}
+	w.mu.Lock()
+	w.counts = counts
+	w.mu.Unlock()
+	return nil
+}
+
+// budgetState names how much of budget used is: exhausted once the
+// limiter refuses calls, near from budgetNear of it.
+func budgetState(used, budget int64) string {
+	switch {
+	case used >= budget:
+		return "exhausted"
+	case float64(used) >= budgetNear*float64(budget):
+		return "near"
+	}
+	return "ok"
+}
+
+// budgetCounterKey is the Redis key of a scope's token budget counter in
+// the period (day, week or month, UTC) that holds now.
+func budgetCounterKey(prefix, scopeID, period string, now time.Time) string {
+	start, _ := budgetPeriod(now, period)
+	return prefix + "{" + scopeID + "}:budget:" + period + ":" + start.Format("20060102")
+}
