@@ -269,6 +269,9 @@ func (db *DB) ListOutputs(ctx context.Context, caller Caller, sessionID string, 
 	if _, err := db.authorizedSession(ctx, caller, sessionID, PermTrackerRead); err != nil {
 		return nil, err
 	}
+	if err := db.CheckOutputCursor(ctx, sessionID, fromCursor); err != nil {
+		return nil, err
+	}
 	return db.Outputs(ctx, sessionID, fromCursor, limit)
 }
 

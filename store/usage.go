@@ -144,12 +144,8 @@ func (db *DB) UsageReport(ctx context.Context, projectID string, group UsageGrou
 	default:
 		return nil, Errorf(CodeInvalid, "group_by must be model, session or day, got %q", group)
 	}
-	rows, err := db.pool.Query(ctx, `
-SELECT `+key+` AS k, `+usageTotalColumns+`
-FROM usage
-WHERE project_id = $1 AND created_at >= $2
-GROUP BY k
-ORDER BY k`, projectID, since)
+	// The detail rows and the days retention rolled up (retention_usage.go).
+	rows, err := db.pool.Query(ctx, usageReportSQL(key), projectID, since)
 	if err != nil {
 		return nil, fmt.Errorf("store: usage report: %w", err)
 	}
@@ -159,3 +155,80 @@ ORDER BY k`, projectID, since)
 	}
 	return out, nil
 }
+
+// BudgetSpan is a budgeted scope and the budget period whose usage
+// SettledTokens sums.
+type BudgetSpan struct {
+	// ScopeID is a project's id or, with Organization set, an
+	// organization's, for its calls made without a project.
+	ScopeID      string
+	Organization bool
+	// Start and End bound the period, [Start, End), at UTC midnights.
+	Start, End time.Time
+}
+
+// SettledTokens sums, for each span in one query, the tokens its scope's
+// calls used in the period, counted as the gateway settles a budget
+// reservation: input, output, cache read and cache write tokens. It reads
+// the detail rows and the days retention rolled up into usage_daily (whole
+// UTC days, so a period from a midnight is summed exactly either way). A
+// scope without usage maps to 0.
+func (db *DB) SettledTokens(ctx context.Context, spans []BudgetSpan) (map[string]int64, error) {
+	out := make(map[string]int64, len(spans))
+	if len(spans) == 0 {
+		return out, nil
+	}
+	ids, orgs := make([]string, len(spans)), make([]bool, len(spans))
+	starts, ends := make([]time.Time, len(spans)), make([]time.Time, len(spans))
+	for i, s := range spans {
+		ids[i], orgs[i], starts[i], ends[i] = s.ScopeID, s.Organization, s.Start, s.End
+	}
+	rows, err := db.pool.Query(ctx, settledTokensSQL, ids, orgs, starts, ends)
+	if err != nil {
+		return nil, fmt.Errorf("store: settled tokens: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("store: settled tokens: %w", err)
+		}
+		out[id] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: settled tokens: %w", err)
+	}
+	return out, nil
+}
+
+// settledTokensSQL sums each span's usage with index range scans: a
+// project's rows by usage_project_time_idx and usage_daily_project_day_idx,
+// an organization's own (project_id NULL) by usage_organization_time_idx.
+const settledTokensSQL = `
+WITH s (id, org, start_at, end_at) AS (
+    SELECT * FROM unnest($1::uuid[], $2::bool[], $3::timestamptz[], $4::timestamptz[])
+)
+SELECT s.id::text, COALESCE((
+    SELECT sum(n) FROM (
+        SELECT input_tokens + output_tokens + cache_read_tokens + cache_write_tokens AS n
+        FROM usage u
+        WHERE NOT s.org AND u.project_id = s.id AND u.created_at >= s.start_at AND u.created_at < s.end_at
+        UNION ALL
+        SELECT input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
+        FROM usage u
+        WHERE s.org AND u.organization_id = s.id AND u.project_id IS NULL
+          AND u.created_at >= s.start_at AND u.created_at < s.end_at
+        UNION ALL
+        SELECT input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
+        FROM usage_daily d
+        WHERE NOT s.org AND d.project_id = s.id
+          AND d.day >= (s.start_at AT TIME ZONE 'UTC')::date AND d.day < (s.end_at AT TIME ZONE 'UTC')::date
+        UNION ALL
+        SELECT input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
+        FROM usage_daily d
+        WHERE s.org AND d.organization_id = s.id AND d.project_id IS NULL
+          AND d.day >= (s.start_at AT TIME ZONE 'UTC')::date AND d.day < (s.end_at AT TIME ZONE 'UTC')::date
+    ) AS t
+), 0)::bigint
+FROM s`

@@ -37,6 +37,8 @@ type EventStore interface {
 	EventsAfter(ctx context.Context, organizationID string, f store.EventFilter, afterSeq int64, limit int) ([]store.Event, error)
 	LatestEventSeq(ctx context.Context, organizationID string) (int64, error)
 	ResolveStream(ctx context.Context, caller store.Caller, name string) (store.Stream, error)
+	// CheckEventSeq refuses a number retention has deleted past.
+	CheckEventSeq(ctx context.Context, organizationID string, fromSeq int64) error
 }
 
 var _ EventStore = (*store.DB)(nil)

@@ -72,6 +72,9 @@ func (s *EventSub) replay(ctx context.Context, fromSeq int64) error {
 		return store.Errorf(store.CodeResyncRequired,
 			"from_seq %d is past the latest event %d of this stream's organization: reload and subscribe without from_seq", fromSeq, s.seq)
 	}
+	if err := s.hub.db.CheckEventSeq(ctx, s.stream.OrganizationID, fromSeq); err != nil {
+		return err
+	}
 	events, err := s.hub.db.EventsAfter(ctx, s.stream.OrganizationID, s.stream.Filter, fromSeq, store.MaxReplay+1)
 	if err != nil {
 		return err

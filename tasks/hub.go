@@ -24,6 +24,8 @@ import (
 type WatchStore interface {
 	WatchSession(ctx context.Context, caller store.Caller, sessionID string) (store.Session, error)
 	Outputs(ctx context.Context, sessionID string, fromCursor int64, limit int) ([]store.Output, error)
+	// CheckOutputCursor refuses a cursor retention has deleted past.
+	CheckOutputCursor(ctx context.Context, sessionID string, fromCursor int64) error
 }
 
 var _ WatchStore = (*store.DB)(nil)

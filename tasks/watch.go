@@ -79,6 +79,9 @@ func (h *Hub) Watch(ctx context.Context, caller store.Caller, session string, fr
 	if err != nil {
 		return nil, err
 	}
+	if err := h.db.CheckOutputCursor(ctx, s.ID, fromCursor); err != nil {
+		return nil, err
+	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &Watch{hub: h, session: s, channel: h.names.SessionChannel(s.ID), live: make(chan item, WatchBuffer),
 		out: make(chan store.Output), done: make(chan struct{}), exited: make(chan struct{}), ctx: wctx, cancel: cancel, last: fromCursor}

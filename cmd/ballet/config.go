@@ -36,6 +36,8 @@ type Config struct {
 	Log      LogConfig            `toml:"log"`
 	Metrics  MetricsConfig        `toml:"metrics"`
 	Search   tasks.SearchConfig   `toml:"search"`
+	// Retention is the [retention] section (worker/retention_config.go).
+	Retention worker.RetentionConfig `toml:"retention"`
 }
 
 // LogConfig is the [log] section.
@@ -85,6 +87,8 @@ func DefaultConfig() Config {
 		Log:      LogConfig{Level: "info", Format: "json"},
 		Metrics:  MetricsConfig{Addr: "127.0.0.1:9090"},
 		Search:   tasks.DefaultSearchConfig(),
+		// Retention: worker/retention_config.go.
+		Retention: worker.DefaultRetentionConfig(),
 	}
 }
 
@@ -93,7 +97,7 @@ func (c Config) Validate() error {
 	for _, err := range []error{
 		c.Server.Validate(), c.Database.Validate(), c.Redis.Validate(), c.Worker.Validate(),
 		c.Planner.Validate(), c.Gateway.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
-		c.Metrics.Validate(), c.Search.Validate(),
+		c.Metrics.Validate(), c.Search.Validate(), c.Retention.Validate(),
 	} {
 		if err != nil {
 			return err

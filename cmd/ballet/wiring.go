@@ -86,6 +86,13 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 	})
 }
 
+// newRetention builds the worker's retention: the scheduler and the queue
+// of the [retention] runs.
+func (rt *runtime) newRetention() (*worker.Retention, error) {
+	return worker.NewRetention(rt.cfg.Retention, worker.RetentionDeps{
+		DB: rt.db, Redis: rt.rdb, Names: rt.names(), Registry: rt.reg, Log: rt.log})
+}
+
 // embedders embeds through the gateway (gateway.url, signed with
 // gateway.signing_key) with search.embeddings_model, metered to the scope
 // asked for as subject; nil, the vector leg off, without a model.

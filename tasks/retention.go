@@ -1,0 +1,19 @@
+package tasks
+
+// TypeRetention is the asynq task type of a retention run: it deletes
+// outputs, usage detail (rolled up by day first) and events older than
+// their [retention] windows.
+const TypeRetention = "maintenance:retention"
+
+// QueueRetention is the queue retention runs on, before the namespace. It
+// has an asynq server of its own on each worker, one slot, so that a run
+// never takes a planner turn's slot.
+const QueueRetention = "retention"
+
+// RetentionTaskID is the task id of the scheduled retention run: while one
+// waits, runs or is kept as completed, the schedulers of the other workers
+// coalesce into it.
+const RetentionTaskID = "retention"
+
+// RetentionQueue is the retention queue's name.
+func (n Names) RetentionQueue() string { return n.Namespace + QueueRetention }

@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
+)
+
+// RetentionDeps are what retention needs from its process.
+type RetentionDeps struct {
+	DB       *store.DB
+	Redis    redis.UniversalClient
+	Names    tasks.Names
+	Registry prometheus.Registerer
+	Log      *slog.Logger
+	// Now is the clock the runs' cutoffs and periods are taken from; nil
+	// is time.Now.
+	Now func() time.Time
+}
+
+// Retention keeps outputs, usage detail and the event log from growing
+// forever: asynq's scheduler enqueues a retention task every
+// retention.interval (retention_scheduler.go), the retention queue's own
+// asynq server runs it (retention_server.go), and the handler deletes, in
+// bounded batches, what is older than its window (retention_handler.go).
+// Every worker process runs one; the task's id and a period claimed in
+// Postgres under an advisory lock make it one run per interval.
+type Retention struct {
+	h     *retentionHandler
+	srv   *retentionServer
+	sched *retentionScheduler
+	log   *slog.Logger
+}
+
+// retentionBudget is how long one run may take: half an interval, at
+// most 30 minutes; what is left waits for the next run.
+func retentionBudget(interval time.Duration) time.Duration {
+	return min(max(interval/2, time.Second), 30*time.Minute)
+}
+
+// NewRetention builds retention with the [retention] section; its counter
+// ballet_retention_deleted_total is registered on d.Registry.
+func NewRetention(cfg RetentionConfig, d RetentionDeps) (*Retention, error) {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	deleted, err := newRetentionMetrics(d.Registry)
+	if err != nil {
+		return nil, err
+	}
+	budget := retentionBudget(cfg.Interval)
+	h := &retentionHandler{db: d.DB, cfg: cfg, now: d.Now, budget: budget, log: d.Log, deleted: deleted}
+	return &Retention{h: h, log: d.Log,
+		srv:   newRetentionServer(d.Redis, d.Names, cfg.Interval, h, d.Log),
+		sched: newRetentionScheduler(d.Redis, d.Names, cfg.Interval, budget+time.Minute, d.Log)}, nil
+}
+
+// Start runs the retention queue's server and the scheduler. With every
+// window 0 (keep forever) it does nothing.
+func (r *Retention) Start(ctx context.Context) error {
+	if !r.h.cfg.Enabled() {
+		r.log.InfoContext(ctx, "retention off: outputs, usage detail and events are kept forever")
+		return nil
+	}
+	if err := r.srv.start(ctx); err != nil {
+		return err
+	}
+	if err := r.sched.start(ctx); err != nil {
+		r.srv.shutdown()
+		return err
+	}
+	return nil
+}
+
+// Stop stops the scheduler, then the server.
+func (r *Retention) Stop() {
+	r.sched.shutdown()
+	r.srv.shutdown()
+}
+
+// RunOnce runs retention now, as the scheduled task does: it does nothing
+// (Ran false) while another run holds the lock or when this period's run
+// is done.
+func (r *Retention) RunOnce(ctx context.Context) (RetentionReport, error) {
+	return r.h.run(ctx)
+}

@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// The tables a retention run deletes from, the label values of
+// ballet_retention_deleted_total.
+const (
+	RetentionOutputs = "planner_outputs"
+	RetentionUsage   = "usage"
+	RetentionEvents  = "events"
+)
+
+var retentionTables = []string{RetentionOutputs, RetentionUsage, RetentionEvents}
+
+// retentionMaxBatches caps the batches of one table in one run; what is
+// left waits for the next run.
+const retentionMaxBatches = 10_000
+
+// retentionStore is what a retention run needs of Postgres.
+type retentionStore interface {
+	TryRetentionLock(ctx context.Context) (*store.RetentionLock, bool, error)
+	ClaimRetentionPeriod(ctx context.Context, period time.Time) (bool, error)
+	PruneOutputs(ctx context.Context, cutoff time.Time, batch int) (int64, error)
+	RollupUsage(ctx context.Context, cutoff time.Time, batch int) (int64, error)
+	PruneEvents(ctx context.Context, cutoff time.Time, batch int) (int64, error)
+}
+
+// RetentionReport is what one retention run did.
+type RetentionReport struct {
+	// Ran is false when another run held the lock or this period's run was
+	// already done.
+	Ran bool
+	// Period is the start of the retention.interval the run is for.
+	Period time.Time
+	// Deleted counts the rows deleted by table (usage rows are rolled up
+	// into usage_daily first).
+	Deleted map[string]int64
+}
+
+// retentionHandler runs retention: under the Postgres advisory lock, once
+// per period, each table in bounded batches of short transactions.
+type retentionHandler struct {
+	db      retentionStore
+	cfg     RetentionConfig
+	now     func() time.Time
+	budget  time.Duration // how long one run may take
+	log     *slog.Logger
+	deleted *prometheus.CounterVec
+}
+
+func newRetentionMetrics(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_retention_deleted_total",
+		Help: "Rows deleted by retention, by table (planner_outputs, usage rolled up by day first, events)."},
+		[]string{"table"})
+	for _, t := range retentionTables {
+		c.WithLabelValues(t)
+	}
+	if reg != nil {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("worker: retention metrics: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// process is the asynq handler. A run that fails is logged and not
+// retried: the next period's run takes up what is left, and the task's id
+// stays free for it.
+func (h *retentionHandler) process(ctx context.Context, _ *asynq.Task) error {
+	if _, err := h.run(ctx); err != nil && ctx.Err() == nil {
+		h.log.ErrorContext(ctx, "retention run failed", slog.Any("error", err))
+	}
+	return nil
+}
+
+// run is one retention run.
+func (h *retentionHandler) run(ctx context.Context) (RetentionReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.budget)
+	defer cancel()
+	now := h.now()
+	rep := RetentionReport{Period: now.Truncate(h.cfg.Interval).UTC(), Deleted: map[string]int64{}}
+	lock, ok, err := h.db.TryRetentionLock(ctx)
+	if err != nil || !ok {
+		return rep, err
+	}
+	defer lock.Release(ctx)
+	if rep.Ran, err = h.db.ClaimRetentionPeriod(ctx, rep.Period); err != nil || !rep.Ran {
+		return rep, err
+	}
+	type step struct {
+		table  string
+		window time.Duration
+		cutoff func(time.Duration) time.Time
+		prune  func(context.Context, time.Time, int) (int64, error)
+	}
+	before := func(w time.Duration) time.Time { return now.Add(-w) }
+	// Usage goes by whole UTC days, so that a day is either detail or
+	// rolled up and a report from a day's start is exact.
+	beforeDay := func(w time.Duration) time.Time { return now.Add(-w).UTC().Truncate(24 * time.Hour) }
+	var errs []error
+	for _, s := range []step{
+		{RetentionOutputs, h.cfg.Outputs, before, h.db.PruneOutputs},
+		{RetentionUsage, h.cfg.UsageDetail, beforeDay, h.db.RollupUsage},
+		{RetentionEvents, h.cfg.Events, before, h.db.PruneEvents},
+	} {
+		if s.window <= 0 {
+			continue
+		}
+		n, err := h.drain(ctx, s.table, s.cutoff(s.window), s.prune)
+		rep.Deleted[s.table] = n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.log.InfoContext(ctx, "retention run", slog.Time("period", rep.Period),
+		slog.Int64(RetentionOutputs, rep.Deleted[RetentionOutputs]), slog.Int64(RetentionUsage, rep.Deleted[RetentionUsage]),
+		slog.Int64(RetentionEvents, rep.Deleted[RetentionEvents]))
+	return rep, errors.Join(errs...)
+}
+
+// drain deletes a table's rows before cutoff batch by batch until a batch
+// comes back short, the run's budget is spent or the cap is reached.
+func (h *retentionHandler) drain(ctx context.Context, table string, cutoff time.Time,
+	prune func(context.Context, time.Time, int) (int64, error)) (int64, error) {
+	var total int64
+	for range retentionMaxBatches {
+		n, err := prune(ctx, cutoff, h.cfg.Batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return total, nil // the budget is spent: the next run goes on
+			}
+			return total, fmt.Errorf("worker: retention of %s: %w", table, err)
+		}
+		total += n
+		h.deleted.WithLabelValues(table).Add(float64(n))
+		if n < int64(h.cfg.Batch) || ctx.Err() != nil {
+			break
+		}
+	}
+	return total, nil
+}
