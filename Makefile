@@ -13,7 +13,7 @@ BALLET_DATABASE_URL ?= postgres://postgres:ballet@127.0.0.1:5432/ballet?sslmode=
 BALLET_TEST_DATABASE_URL ?= postgres://postgres:ballet@127.0.0.1:5432/postgres?sslmode=disable
 export BALLET_DATABASE_URL BALLET_TEST_DATABASE_URL
 
-.PHONY: build run test lint services bench clean web
+.PHONY: build run test lint services bench clean web cluster
 
 build:
 	@echo "build: fetching Go modules (go mod download; the first time downloads every dependency)"
@@ -26,6 +26,11 @@ services:
 
 run: services build
 	@deploy/dev/run.sh $(BIN)
+
+# Several processes of each kind on this machine (3 api, 3 worker, 2 gateway)
+# against the same Postgres and Redis; Ctrl-C stops them all.
+cluster: services build
+	@deploy/dev/cluster.sh --bin $(BIN)
 
 test: services
 	@deploy/dev/services.sh chromium node compose promtool

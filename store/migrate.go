@@ -39,7 +39,10 @@ type MigrationStatus struct {
 // provider builds a goose provider holding a Postgres session lock, so that
 // concurrent migrators wait for each other instead of racing.
 func (db *DB) provider() (*goose.Provider, *sql.DB, error) {
-	sqlDB := stdlib.OpenDBFromPool(db.pool)
+	// Migrations may run longer than database.statement_timeout allows.
+	cc := db.pool.Config().ConnConfig.Copy()
+	cc.RuntimeParams["statement_timeout"] = "0"
+	sqlDB := stdlib.OpenDB(*cc)
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		sqlDB.Close()
@@ -202,6 +205,15 @@ func (db *DB) SchemaStatus(ctx context.Context) (Schema, error) {
 		}
 	}
 	return s, nil
+}
+
+// SchemaMissing reports whether err is Postgres saying a table or column
+// does not exist: the database has not been migrated to this binary's
+// schema yet (its /readyz says so), which background loops wait out
+// quietly instead of warning at every pass.
+func SchemaMissing(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703") // undefined_table, undefined_column
 }
 
 // schemaStatusErr makes a missing version table a database at version 0

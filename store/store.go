@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +24,19 @@ type Config struct {
 	Migrate bool `toml:"migrate"`
 	// ConnectTimeout bounds the first connection at start-up.
 	ConnectTimeout time.Duration `toml:"connect_timeout"`
+	// StatementTimeout bounds every statement on the pool's connections;
+	// 0 leaves the server's setting. Searches run under SearchTimeout instead.
+	StatementTimeout time.Duration `toml:"statement_timeout"`
+	// ApplicationName names the process's connections in pg_stat_activity,
+	// suffixed with "/" and the process id (e.g. ballet-api/4242); "" is
+	// "ballet". An application_name in URL wins.
+	ApplicationName string `toml:"-"`
+	// Logger receives Open's warnings; nil is slog.Default().
+	Logger *slog.Logger `toml:"-"`
+	// Tracer, when set, traces every query of the pool's connections (pgx
+	// also calls its Batch, CopyFrom, Prepare and Connect methods where it
+	// has them); benchmarks count statements and round trips with it.
+	Tracer pgx.QueryTracer `toml:"-"`
 	// SearchTimeout is the statement timeout of one search.
 	SearchTimeout time.Duration `toml:"search_timeout"`
 	// SearchMaxConns caps the connections that searches hold at once in
@@ -46,6 +61,8 @@ func DefaultConfig() Config {
 		Migrate:        true,
 		ConnectTimeout: 5 * time.Second,
 
+		StatementTimeout: 30 * time.Second,
+
 		SearchTimeout:        defaultSearch.timeout,
 		SearchMaxConns:       defaultSearch.maxConns,
 		SearchMaxConnsPerOrg: defaultSearch.perOrg,
@@ -69,6 +86,9 @@ func (c Config) Validate() error {
 	if c.ConnectTimeout <= 0 {
 		return errors.New("database.connect_timeout: must be positive")
 	}
+	if c.StatementTimeout < 0 {
+		return errors.New("database.statement_timeout: must not be negative (0 is none)")
+	}
 	return c.validateSearch()
 }
 
@@ -78,7 +98,9 @@ type DB struct {
 	search searchLimits
 }
 
-// Open connects to Postgres and checks that it answers.
+// Open connects to Postgres and checks that it answers. It warns (through
+// cfg.Logger) when the pools of the ballet processes on the server can
+// together open more connections than the server accepts; see PoolBudget.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
@@ -90,6 +112,16 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		timeout = 5 * time.Second
 	}
 	pc.ConnConfig.ConnectTimeout = timeout
+	params := pc.ConnConfig.RuntimeParams
+	if params["application_name"] == "" {
+		params["application_name"] = applicationName(cfg.ApplicationName)
+	}
+	if cfg.StatementTimeout > 0 {
+		params["statement_timeout"] = strconv.FormatInt(max(1, cfg.StatementTimeout.Milliseconds()), 10)
+	}
+	if cfg.Tracer != nil {
+		pc.ConnConfig.Tracer = cfg.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
@@ -100,7 +132,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: postgres at %s is unreachable: %w", describe(pc.ConnConfig), err)
 	}
-	return &DB{pool: pool, search: searchLimitsOf(cfg)}, nil
+	db := &DB{pool: pool, search: searchLimitsOf(cfg)}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	db.warnPoolBudget(pctx, log)
+	return db, nil
 }
 
 // New wraps an existing pool; searches get the default limits.
