@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/balletplanner/ballet/store"
 )
 
 // budgetWatchInterval is how often the budget states are counted again.
@@ -34,7 +36,7 @@ var budgetsDesc = prometheus.NewDesc("ballet_llm_budgets",
 // organization's default; and an organization's budget for calls made
 // without a project.
 const budgetScopesSQL = `
-SELECT p.id::text,
+SELECT p.id::text, false,
        COALESCE(pl.token_budget, ol.token_budget),
        CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_period ELSE ol.budget_period END
 FROM projects p
@@ -42,7 +44,7 @@ LEFT JOIN limits pl ON pl.project_id = p.id
 LEFT JOIN limits ol ON ol.organization_id = p.organization_id AND ol.project_id IS NULL
 WHERE pl.token_budget IS NOT NULL OR ol.token_budget IS NOT NULL
 UNION ALL
-SELECT organization_id::text, token_budget, budget_period FROM limits
+SELECT organization_id::text, true, token_budget, budget_period FROM limits
 WHERE project_id IS NULL AND token_budget IS NOT NULL`
 
 // budgetWatch counts the token budgets by state for ballet_llm_budgets:
@@ -50,8 +52,11 @@ WHERE project_id IS NULL AND token_budget IS NOT NULL`
 // read from Redis, where the limiter keeps them, in pipelined batches. It
 // refreshes at Start and every interval until Stop; a scrape reads the last
 // counts, so the metric has three series whatever the number of projects.
+// Each pass also reconciles the counters with the usage in Postgres after a
+// change of Redis master (budget_reconcile.go).
 type budgetWatch struct {
 	pool     *pgxpool.Pool
+	settled  settledSource // nil: counters are never reconciled
 	rdb      redis.UniversalClient
 	prefix   string
 	now      func() time.Time
@@ -60,6 +65,12 @@ type budgetWatch struct {
 
 	mu     sync.Mutex
 	counts map[string]float64
+
+	// pass serializes refreshes and guards the reconciliation state.
+	pass       sync.Mutex
+	master     string          // the Redis master reconciled with; "" before the first pass
+	emptySeen  map[string]bool // counter keys found missing with no usage in Postgres
+	reconciles *prometheus.CounterVec
 
 	cancel   context.CancelFunc // ends the refreshes; nil before start
 	done     chan struct{}
@@ -82,9 +93,17 @@ func newBudgetWatch(db Store, l *limiter, log *slog.Logger) *budgetWatch {
 	if pool == nil {
 		return nil
 	}
-	w := &budgetWatch{pool: pool, rdb: l.rdb, prefix: l.prefix, now: func() time.Time { return l.now() },
+	settled, _ := db.(settledSource)
+	return makeBudgetWatch(pool, settled, l.rdb, l.prefix, func() time.Time { return l.now() }, log)
+}
+
+// makeBudgetWatch is a budget watch of the scopes in pool and their
+// counters in rdb under prefix; settled nil turns reconciliation off.
+func makeBudgetWatch(pool *pgxpool.Pool, settled settledSource, rdb redis.UniversalClient, prefix string,
+	now func() time.Time, log *slog.Logger) *budgetWatch {
+	w := &budgetWatch{pool: pool, settled: settled, rdb: rdb, prefix: prefix, now: now,
 		interval: budgetWatchInterval, log: log, counts: map[string]float64{},
-		done: make(chan struct{})}
+		emptySeen: map[string]bool{}, reconciles: newReconcilesCounter(), done: make(chan struct{})}
 	for _, s := range budgetStates {
 		w.counts[s] = 0
 	}
@@ -92,10 +111,14 @@ func newBudgetWatch(db Store, l *limiter, log *slog.Logger) *budgetWatch {
 }
 
 // Describe implements prometheus.Collector.
-func (w *budgetWatch) Describe(ch chan<- *prometheus.Desc) { ch <- budgetsDesc }
+func (w *budgetWatch) Describe(ch chan<- *prometheus.Desc) {
+	ch <- budgetsDesc
+	w.reconciles.Describe(ch)
+}
 
 // Collect implements prometheus.Collector with the last counts.
 func (w *budgetWatch) Collect(ch chan<- prometheus.Metric) {
+	w.reconciles.Collect(ch)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range budgetStates {
@@ -112,7 +135,12 @@ func (w *budgetWatch) start(ctx context.Context) {
 		defer t.Stop()
 		for {
 			rctx, cancel := context.WithTimeout(ctx, w.interval)
-			if err := w.refresh(rctx); err != nil && ctx.Err() == nil {
+			switch err := w.refresh(rctx); {
+			case err == nil || ctx.Err() != nil:
+			case store.SchemaMissing(err):
+				// Not migrated yet: /readyz says so, the next pass counts.
+				w.log.DebugContext(rctx, "budget metrics: waiting for the schema")
+			default:
 				w.log.WarnContext(rctx, "budget metrics: count budgets", slog.Any("error", err))
 			}
 			cancel()
@@ -138,39 +166,80 @@ func (w *budgetWatch) shutdown() {
 // budgetScope is one budgeted scope and its budget.
 type budgetScope struct {
 	id     string
+	org    bool // an organization, for its calls made without a project
 	budget int64
 	period string
 }
 
-// refresh counts the budgets by state now; on error the last counts stay.
+// refresh counts the budgets by state now, after reconciling the counters
+// that need it; on error the last counts stay, except that a failed
+// reconciliation still counts what was read.
 func (w *budgetWatch) refresh(ctx context.Context) error {
-	rows, err := w.pool.Query(ctx, budgetScopesSQL)
+	w.pass.Lock()
+	defer w.pass.Unlock()
+	scopes, err := w.listScopes(ctx)
 	if err != nil {
-		return fmt.Errorf("budget watch: list budgets: %w", err)
-	}
-	var scopes []budgetScope
-	for rows.Next() {
-		var s budgetScope
-		if err := rows.Scan(&s.id, &s.budget, &s.period); err != nil {
-			rows.Close()
-			return fmt.Errorf("budget watch: list budgets: %w", err)
-		}
-		scopes = append(scopes, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("budget watch: list budgets: %w", err)
+		return err
 	}
 	now := w.now().UTC()
+	var master string
+	if w.settled != nil {
+		// Read before the counters: a failover in between is seen next pass.
+		if master, err = redisMaster(ctx, w.rdb); err != nil {
+			return err
+		}
+	}
+	used, found, err := w.readCounters(ctx, scopes, now)
+	if err != nil {
+		return err
+	}
+	var rerr error
+	if w.settled != nil {
+		rerr = w.reconcile(ctx, scopes, now, master, used, found)
+	}
 	counts := map[string]float64{}
 	for _, s := range budgetStates {
 		counts[s] = 0
 	}
-	const batch = 500
-	for len(scopes) > 0 {
-		n := min(batch, len(scopes))
-		part := scopes[:n]
-		scopes = scopes[n:]
+	for i, s := range scopes {
+		counts[budgetState(used[i], s.budget)]++
+	}
+	w.mu.Lock()
+	w.counts = counts
+	w.mu.Unlock()
+	return rerr
+}
+
+// listScopes lists every budgeted scope.
+func (w *budgetWatch) listScopes(ctx context.Context) ([]budgetScope, error) {
+	rows, err := w.pool.Query(ctx, budgetScopesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("budget watch: list budgets: %w", err)
+	}
+	defer rows.Close()
+	var scopes []budgetScope
+	for rows.Next() {
+		var s budgetScope
+		if err := rows.Scan(&s.id, &s.org, &s.budget, &s.period); err != nil {
+			return nil, fmt.Errorf("budget watch: list budgets: %w", err)
+		}
+		scopes = append(scopes, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("budget watch: list budgets: %w", err)
+	}
+	return scopes, nil
+}
+
+// budgetBatch is how many keys one pipeline reads or writes.
+const budgetBatch = 500
+
+// readCounters reads the scopes' counters of the period that holds now:
+// the tokens used, and whether the key exists.
+func (w *budgetWatch) readCounters(ctx context.Context, scopes []budgetScope, now time.Time) ([]int64, []bool, error) {
+	used, found := make([]int64, len(scopes)), make([]bool, len(scopes))
+	for from := 0; from < len(scopes); from += budgetBatch {
+		part := scopes[from:min(from+budgetBatch, len(scopes))]
 		cmds := make([]*redis.StringCmd, len(part))
 		// A pipeline, not MGET: each scope's keys are in its own cluster slot.
 		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -180,20 +249,17 @@ func (w *budgetWatch) refresh(ctx context.Context) error {
 			return nil
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("budget watch: read budget counters: %w", err)
+			return nil, nil, fmt.Errorf("budget watch: read budget counters: %w", err)
 		}
-		for i, s := range part {
-			used, err := cmds[i].Int64()
+		for i := range part {
+			n, err := cmds[i].Int64()
 			if err != nil && !errors.Is(err, redis.Nil) {
-				return fmt.Errorf("budget watch: read budget counter: %w", err)
+				return nil, nil, fmt.Errorf("budget watch: read budget counter: %w", err)
 			}
-			counts[budgetState(used, s.budget)]++
+			used[from+i], found[from+i] = n, err == nil
 		}
 	}
-	w.mu.Lock()
-	w.counts = counts
-	w.mu.Unlock()
-	return nil
+	return used, found, nil
 }
 
 // budgetState names how much of budget used is: exhausted once the

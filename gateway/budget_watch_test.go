@@ -81,6 +81,8 @@ answers:
 	}
 	got := scrape()
 	mustContain(t, got, `ballet_llm_budgets{state="ok"} 2`, `ballet_llm_budgets{state="near"} 1`, `ballet_llm_budgets{state="exhausted"} 1`)
+	// The first pass reconciled the counters with the usage in Postgres.
+	mustContain(t, got, `ballet_llm_budget_reconciles_total{reason="master"}`, `ballet_llm_budget_reconciles_total{reason="missing"}`)
 	if strings.Count(got, "ballet_llm_budgets{") != 3 {
 		t.Fatalf("want three budget series:\n%s", got)
 	}

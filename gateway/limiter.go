@@ -94,7 +94,7 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 		return *v
 	}
 	minuteTTL := (2 * time.Minute).Milliseconds()
-	budgetTTL := periodEnd.Sub(now).Milliseconds() + time.Hour.Milliseconds()
+	budgetTTL := budgetCounterTTL(now, lim.BudgetPeriod).Milliseconds()
 	res, err := reserveScript.Run(ctx, l.rdb, keys,
 		limit(lim.RequestsPerMinute), limit(lim.TokensPerMinute), limit(lim.TokenBudget), amount, minuteTTL, budgetTTL).Int64Slice()
 	if err != nil {
@@ -147,6 +147,14 @@ func budgetPeriod(t time.Time, period string) (time.Time, time.Time) {
 	}
 	start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 	return start, start.AddDate(0, 1, 0)
+}
+
+// budgetCounterTTL is how long a budget counter set at now lives: to the
+// end of its period and an hour more, so that no clock skew between
+// gateways ends it early.
+func budgetCounterTTL(now time.Time, period string) time.Duration {
+	_, end := budgetPeriod(now, period)
+	return end.Sub(now) + time.Hour
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds for Retry-After.
