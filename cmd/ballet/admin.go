@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -31,20 +34,32 @@ func openStore(ctx context.Context, path string) (*store.DB, Config, error) {
 	return db, cfg, nil
 }
 
-func runMigrate(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("migrate", "migrate up|status|check [--config FILE]")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	if len(args) == 0 || (args[0] != "up" && args[0] != "status" && args[0] != "check") {
-		fs.Usage()
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return flag.ErrHelp
+func newMigrateCmd() *cobra.Command {
+	sub := func(action, short, long string) *cobra.Command {
+		var path string
+		c := &cobra.Command{
+			Use:   action,
+			Short: short,
+			Long:  long,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return runMigrate(cmd.Context(), action, path, cmd.OutOrStdout())
+			},
 		}
-		return usageError{"migrate: expected up, status or check"}
+		addConfigFlag(c, &path)
+		return c
 	}
-	if err := parse(fs, args[1:]); err != nil {
-		return err
-	}
-	cfg, err := LoadConfig(configPath(*path), os.Environ())
+	return newGroupCmd("migrate", "apply, show or check database migrations (up | status | check)",
+		sub("up", "apply the pending migrations", "Applies the pending migrations of database.url under an advisory lock; a no-op when current."),
+		sub("status", "list every migration and whether it is applied", "Lists every migration of this binary, applied or pending."),
+		sub("check", "exit 0 when the schema is current, 1 naming both versions otherwise",
+			"Reads the schema version without locking or creating anything: exit 0 when it\n"+
+				"matches this binary, 1 with both versions while migrations are pending or when\n"+
+				"the database is ahead of this binary."))
+}
+
+// runMigrate is `ballet migrate up|status|check`.
+func runMigrate(ctx context.Context, action, path string, out io.Writer) error {
+	cfg, err := LoadConfig(configPath(path), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -53,7 +68,7 @@ func runMigrate(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	switch args[0] {
+	switch action {
 	case "check":
 		return migrateCheck(ctx, db, out)
 	case "up":
@@ -101,42 +116,72 @@ func migrateCheck(ctx context.Context, db *store.DB, out io.Writer) error {
 	return nil
 }
 
-const adminSynopsis = `admin <what> create [flags]
+// adminOptions are the flags of `ballet admin <what> create`.
+type adminOptions struct {
+	config, key, name, org, project, subject, role string
+	asJSON                                         bool
+	ttl                                            time.Duration
+}
 
-  admin org create --key KEY --name NAME
-  admin project create --org ORG --key KEY --name NAME
-  admin role-binding create --subject S --role ROLE [--org ORG [--project KEY]]
-  admin token create --subject S [--name N] [--ttl 720h]
-  admin gateway-token --org KEY [--project KEY] (see admin gateway-token --help)
-
-Every one takes --config FILE and --json.`
-
-func runAdmin(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("admin", adminSynopsis)
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	asJSON := fs.Bool("json", false, "print the result as one JSON object")
-	key := fs.String("key", "", "key of the organization or project")
-	name := fs.String("name", "", "name of the organization, project or token")
-	org := fs.String("org", "", "organization key")
-	project := fs.String("project", "", "project key")
-	subject := fs.String("subject", "", "subject (user id)")
-	role := fs.String("role", "", "role: platform-admin, organization-admin, engineer, approver or viewer")
-	ttl := fs.Duration("ttl", 0, "token lifetime; 0 means no expiry")
-	if len(args) > 0 && args[0] == "gateway-token" {
-		return runAdminGatewayToken(ctx, args[1:], out)
-	}
-	if len(args) < 2 || args[1] != "create" {
-		fs.Usage()
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return flag.ErrHelp
+func newAdminCmd() *cobra.Command {
+	create := func(what, short string, flags func(fs *pflag.FlagSet, o *adminOptions)) *cobra.Command {
+		var o adminOptions
+		c := &cobra.Command{
+			Use:   "create",
+			Short: short,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return runAdminCreate(cmd.Context(), what, o, cmd.OutOrStdout())
+			},
 		}
-		return usageError{"admin: expected <org|project|role-binding|token> create"}
+		addConfigFlag(c, &o.config)
+		c.Flags().BoolVar(&o.asJSON, "json", false, "print the result as one JSON object")
+		flags(c.Flags(), &o)
+		return c
 	}
-	what := args[0]
-	if err := parse(fs, args[2:]); err != nil {
-		return err
+	org := newGroupCmd("org", "organizations: create", create("org", "create an organization",
+		func(fs *pflag.FlagSet, o *adminOptions) {
+			fs.StringVar(&o.key, "key", "", "`KEY` of the organization")
+			fs.StringVar(&o.name, "name", "", "name of the organization")
+		}))
+	org.Aliases = []string{"organization"}
+	org.Commands()[0].Example = "  ballet admin org create --key acme --name Acme"
+	project := newGroupCmd("project", "projects: create", create("project", "create a project of an organization",
+		func(fs *pflag.FlagSet, o *adminOptions) {
+			fs.StringVar(&o.org, "org", "", "`KEY` of the organization the project belongs to")
+			fs.StringVar(&o.key, "key", "", "`KEY` of the project")
+			fs.StringVar(&o.name, "name", "", "name of the project")
+		}))
+	project.Commands()[0].Example = "  ballet admin project create --org acme --key WEB --name Web"
+	binding := newGroupCmd("role-binding", "role bindings: create", create("role-binding",
+		"bind a subject to a role on the platform, an organization or a project",
+		func(fs *pflag.FlagSet, o *adminOptions) {
+			fs.StringVar(&o.subject, "subject", "", "subject (user id) the role is granted to")
+			fs.StringVar(&o.role, "role", "", "`ROLE`: platform-admin, organization-admin, engineer, approver or viewer")
+			fs.StringVar(&o.org, "org", "", "organization `KEY` (without it and --project: the platform)")
+			fs.StringVar(&o.project, "project", "", "project `KEY` (scope the binding to one project)")
+		}))
+	binding.Commands()[0].Example = "  ballet admin role-binding create --subject 'oidc:https://id.example.com#alice' --role engineer --org acme"
+	token := newGroupCmd("token", "API tokens: create", create("token", "create an API token for a subject and print it",
+		func(fs *pflag.FlagSet, o *adminOptions) {
+			fs.StringVar(&o.subject, "subject", "", "subject (user id) the token authenticates as (required)")
+			fs.StringVar(&o.name, "name", "", "name of the token")
+			fs.DurationVar(&o.ttl, "ttl", 0, "token lifetime, e.g. 720h; 0 means no expiry")
+		}))
+	token.Commands()[0].Example = "  ballet admin token create --subject demo@example.com --ttl 720h"
+	c := newGroupCmd("admin", "create organizations, projects, role bindings and API tokens",
+		org, project, binding, token, newAdminGatewayTokenCmd())
+	c.Long = "Creates organizations, projects, role bindings and API tokens in the configured\n" +
+		"database (migrating first when database.migrate is set), and mints gateway tokens.\n" +
+		"Every command takes --config FILE and --json."
+	return c
+}
+
+// runAdminCreate is `ballet admin <what> create`.
+func runAdminCreate(ctx context.Context, what string, o adminOptions, out io.Writer) error {
+	if what == "token" && o.subject == "" {
+		return usageError{"admin token create: --subject is required"}
 	}
-	db, _, err := openStore(ctx, *path)
+	db, _, err := openStore(ctx, o.config)
 	if err != nil {
 		return err
 	}
@@ -144,34 +189,29 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	actor := store.SystemActor()
 	var result any
 	switch what {
-	case "org", "organization":
-		result, err = db.CreateOrganization(ctx, *key, *name, actor)
+	case "org":
+		result, err = db.CreateOrganization(ctx, o.key, o.name, actor)
 	case "project":
-		var o store.Organization
-		if o, err = db.OrganizationByKey(ctx, *org); err == nil {
-			result, err = db.CreateProject(ctx, o.ID, *key, *name, actor)
+		var organization store.Organization
+		if organization, err = db.OrganizationByKey(ctx, o.org); err == nil {
+			result, err = db.CreateProject(ctx, organization.ID, o.key, o.name, actor)
 		}
 	case "role-binding":
 		var scope store.Scope
-		if scope, err = resolveScope(ctx, db, *org, *project); err == nil {
-			result, err = db.CreateRoleBinding(ctx, *subject, store.Role(*role), scope, actor)
+		if scope, err = resolveScope(ctx, db, o.org, o.project); err == nil {
+			result, err = db.CreateRoleBinding(ctx, o.subject, store.Role(o.role), scope, actor)
 		}
 	case "token":
-		if *subject == "" {
-			return usageError{"admin token create: --subject is required"}
-		}
 		var secret string
 		var tok store.APIToken
-		if secret, tok, err = db.CreateAPIToken(ctx, *subject, *name, *ttl); err == nil {
+		if secret, tok, err = db.CreateAPIToken(ctx, o.subject, o.name, o.ttl); err == nil {
 			result = map[string]any{"token": secret, "id": tok.ID, "subject": tok.Subject, "expires_at": tok.ExpiresAt}
 		}
-	default:
-		return usageError{fmt.Sprintf("admin: unknown object %q", what)}
 	}
 	if err != nil {
 		return fmt.Errorf("admin %s create: %w", what, err)
 	}
-	return printResult(out, *asJSON, result)
+	return printResult(out, o.asJSON, result)
 }
 
 func resolveScope(ctx context.Context, db *store.DB, org, project string) (store.Scope, error) {

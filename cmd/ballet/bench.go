@@ -1,57 +1,31 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"io"
-	"os"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
-// benchCommands are the subcommands of `ballet bench`, by name. Each lives
-// in a file of its own (bench_<name>.go); a file may add its entry in an
-// init function.
-var benchCommands = map[string]func(ctx context.Context, args []string, out io.Writer) error{
-	"gateway": benchGateway,
+// benchCommands make the subcommands of `ballet bench`, by name. Each
+// lives in a file of its own (bench_<name>.go); a file may add its entry in
+// an init function.
+var benchCommands = map[string]func() *cobra.Command{
+	"gateway": newBenchGatewayCmd,
 }
 
-// benchSummaries describe the subcommands in `ballet bench --help`; a
-// subcommand without one is listed by name only.
-var benchSummaries = map[string]string{
-	"gateway": "added latency and time to first byte of the LLM gateway vs. the upstream alone",
-}
-
-func benchUsage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: ballet bench <what> [flags]\n\nBenchmarks of a running configuration:")
-	names := make([]string, 0, len(benchCommands))
-	for name := range benchCommands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+func newBenchCmd() *cobra.Command {
+	names := slices.Sorted(maps.Keys(benchCommands))
+	subs := make([]*cobra.Command, 0, len(names))
 	for _, name := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", name, benchSummaries[name])
+		subs = append(subs, benchCommands[name]())
 	}
-	fmt.Fprintln(w, "\nRun 'ballet bench <what> --help' for its flags. Results are written up in docs/benchmarks.md.")
-}
-
-func runBench(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		benchUsage(os.Stderr)
-		if len(args) == 0 {
-			return usageError{"bench: expected what to benchmark"}
-		}
-		return flag.ErrHelp
-	}
-	run, ok := benchCommands[args[0]]
-	if !ok {
-		benchUsage(os.Stderr)
-		return usageError{fmt.Sprintf("bench: unknown benchmark %q", args[0])}
-	}
-	return run(ctx, args[1:], out)
+	c := newGroupCmd("bench", "run a benchmark against this configuration ("+strings.Join(names, ", ")+")", subs...)
+	c.Long = "Benchmarks of a running configuration. Results are written up in docs/benchmarks.md."
+	return c
 }
 
 // parseCounts parses a comma-separated list of positive integers.

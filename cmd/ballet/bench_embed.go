@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
@@ -18,67 +20,87 @@ import (
 	"github.com/balletplanner/ballet/worker"
 )
 
-func init() {
-	benchCommands["embed"] = benchEmbed
-	benchSummaries["embed"] = "embedding throughput through the embed queue, and turn throughput during a backfill"
-}
+func init() { benchCommands["embed"] = newBenchEmbedCmd }
 
 // benchEmbedModel is the embedding model the bench asks the fake for.
 const benchEmbedModel = "bench-embed"
+
+// embedBenchOptions are the flags of `ballet bench embed`.
+type embedBenchOptions struct {
+	config, concurrency                         string
+	items, projects, sessions, messages, rounds int
+	latency                                     time.Duration
+	turns                                       bool
+}
+
+func newBenchEmbedCmd() *cobra.Command {
+	var o embedBenchOptions
+	c := &cobra.Command{
+		Use:   "embed",
+		Short: "embedding throughput through the embed queue, and turn throughput during a backfill",
+		Long: "Measures, on a fresh database per run, how fast the embed queue embeds a\n" +
+			"backfill of --items items (from the worker's start, whose backfill task marks\n" +
+			"every scope, to the last vector stored) against the fake model, once per\n" +
+			"--concurrency value; with --turns, the planner turn throughput without and\n" +
+			"during such a backfill, in the same run.",
+		Example: "  ballet bench embed --items 20000 --concurrency 1,4,8\n  ballet bench embed --turns --items 5000 --sessions 50",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchEmbed(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	fs := c.Flags()
+	addConfigFlag(c, &o.config)
+	fs.IntVar(&o.items, "items", 10000, "items to embed, spread over the projects")
+	fs.IntVar(&o.projects, "projects", 10, "projects (embed scopes) the items are spread over")
+	fs.StringVar(&o.concurrency, "concurrency", "1,2,4", "comma-separated search.embed_concurrency values, one run each")
+	fs.DurationVar(&o.latency, "latency", 0, "the fake's latency before each embeddings answer")
+	fs.BoolVar(&o.turns, "turns", false, "instead: planner turn throughput without, then during, a backfill of --items")
+	fs.IntVar(&o.sessions, "sessions", 100, "with --turns: concurrent sessions")
+	fs.IntVar(&o.messages, "messages", 5, "with --turns: messages sent into each session, one after another")
+	fs.IntVar(&o.rounds, "rounds", 3, "with --turns: rounds of (alone, during a backfill)")
+	return c
+}
 
 // benchEmbed measures, on a fresh database per run, how fast the embed
 // queue embeds a backfill of N items (from the worker's start, whose
 // backfill task marks every scope, to the last vector stored) against the
 // fake model; with --turns, the planner turn throughput without and
 // during such a backfill, in the same run.
-func benchEmbed(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("bench embed", "bench embed [--config FILE] [--items N] [--projects P] [--concurrency 1,2,4] [--latency D] [--turns] [--sessions N] [--messages M] [--rounds R]")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	items := fs.Int("items", 10000, "items to embed, spread over the projects")
-	projects := fs.Int("projects", 10, "projects (embed scopes) the items are spread over")
-	conc := fs.String("concurrency", "1,2,4", "comma-separated search.embed_concurrency values, one run each")
-	latency := fs.Duration("latency", 0, "the fake's latency before each embeddings answer")
-	turns := fs.Bool("turns", false, "instead: planner turn throughput without, then during, a backfill of --items")
-	sessions := fs.Int("sessions", 100, "--turns: concurrent sessions")
-	messages := fs.Int("messages", 5, "--turns: messages sent into each session, one after another")
-	rounds := fs.Int("rounds", 3, "--turns: rounds of (alone, during a backfill)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *rounds < 1 {
+func benchEmbed(ctx context.Context, o embedBenchOptions, out io.Writer) error {
+	if o.rounds < 1 {
 		return usageError{"bench embed: --rounds must be at least 1"}
 	}
-	if *items < 1 || *projects < 1 || *projects > *items {
+	if o.items < 1 || o.projects < 1 || o.projects > o.items {
 		return usageError{"bench embed: --items and --projects must be positive, with no more projects than items"}
 	}
-	counts, err := parseCounts("--concurrency", *conc)
+	counts, err := parseCounts("--concurrency", o.concurrency)
 	if err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(configPath(*path), os.Environ())
+	cfg, err := LoadConfig(configPath(o.config), os.Environ())
 	if err != nil {
 		return err
 	}
 	cfg.Log.Level = "error"
-	script := fmt.Sprintf("loop: true\nanswers:\n  - content:\n      - text: ok\nembeddings:\n  latency: %s\n", *latency)
+	script := fmt.Sprintf("loop: true\nanswers:\n  - content:\n      - text: ok\nembeddings:\n  latency: %s\n", o.latency)
 	fake := fakellm.New(fakellm.MustParse(script))
 	if err := fake.Start(); err != nil {
 		return err
 	}
 	defer fake.Close()
-	if *turns {
-		return benchEmbedTurns(ctx, cfg, out, fake.URL(), *items, *projects, *sessions, *messages, *rounds, *latency)
+	if o.turns {
+		return benchEmbedTurns(ctx, cfg, out, fake.URL(), o.items, o.projects, o.sessions, o.messages, o.rounds, o.latency)
 	}
 	fmt.Fprintf(out, "bench embed: %d items in %d projects, embed batch %d, embed delay %s, fake embeddings latency %s, GOMAXPROCS %d\n\n",
-		*items, *projects, cfg.Search.EmbedBatch, cfg.Search.EmbedDelay, *latency, goruntime.GOMAXPROCS(0))
+		o.items, o.projects, cfg.Search.EmbedBatch, cfg.Search.EmbedDelay, o.latency, goruntime.GOMAXPROCS(0))
 	fmt.Fprintln(out, "| embed_concurrency | items | seconds (worker start → last vector) | items/s |")
 	fmt.Fprintln(out, "|---|---|---|---|")
 	for _, c := range counts {
-		took, err := runEmbedBench(ctx, cfg, fake.URL(), *items, *projects, c)
+		took, err := runEmbedBench(ctx, cfg, fake.URL(), o.items, o.projects, c)
 		if err != nil {
 			return fmt.Errorf("bench embed (concurrency %d): %w", c, err)
 		}
-		fmt.Fprintf(out, "| %d | %d | %.2f | %.0f |\n", c, *items, took.Seconds(), float64(*items)/took.Seconds())
+		fmt.Fprintf(out, "| %d | %d | %.2f | %.0f |\n", c, o.items, took.Seconds(), float64(o.items)/took.Seconds())
 	}
 	return nil
 }

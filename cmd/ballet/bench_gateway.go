@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
@@ -41,35 +42,39 @@ answers:
 
 const benchRequestBody = `{"model":"claude-bench","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
 
-const benchGatewaySynopsis = `bench gateway [--config FILE] [--concurrency 1,200] [--requests N]
-
-Starts an in-process fake upstream and an in-process gateway (with the
+func newBenchGatewayCmd() *cobra.Command {
+	var path, conc string
+	var requests int
+	c := &cobra.Command{
+		Use:   "gateway",
+		Short: "added latency and time to first byte of the LLM gateway vs. the upstream alone",
+		Long: `Starts an in-process fake upstream and an in-process gateway (with the
 configured Postgres for credentials and metering; a throwaway organization
 and project are created and deleted again), then streams the same answer
 directly from the fake and through the gateway at each concurrency, and
 prints p50/p95/p99 of the latency and the time to first byte of each, side
-by side with their ratio and the latency the gateway adds.`
+by side with their ratio and the latency the gateway adds.`,
+		Example: "  ballet bench gateway --concurrency 1,50,200 --requests 2000",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchGateway(cmd.Context(), path, conc, requests, cmd.OutOrStdout())
+		},
+	}
+	addConfigFlag(c, &path)
+	c.Flags().StringVar(&conc, "concurrency", "1,200", "concurrent streams, comma-separated levels")
+	c.Flags().IntVar(&requests, "requests", 1000, "calls per target and level (raised to the level when lower)")
+	return c
+}
 
 // benchGateway is `ballet bench gateway`.
-func benchGateway(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("bench gateway", benchGatewaySynopsis)
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	conc := fs.String("concurrency", "1,200", "concurrent streams, comma-separated levels")
-	requests := fs.Int("requests", 1000, "calls per target and level (raised to the level when lower)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("bench gateway: unexpected argument %q", fs.Arg(0))}
-	}
-	levels, err := parseCounts("--concurrency", *conc)
+func benchGateway(ctx context.Context, path, conc string, requests int, out io.Writer) error {
+	levels, err := parseCounts("--concurrency", conc)
 	if err != nil {
 		return err
 	}
-	if *requests < 1 {
-		return usageError{fmt.Sprintf("--requests: must be at least 1, got %d", *requests)}
+	if requests < 1 {
+		return usageError{fmt.Sprintf("--requests: must be at least 1, got %d", requests)}
 	}
-	db, cfg, err := openStore(ctx, *path)
+	db, cfg, err := openStore(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -81,10 +86,10 @@ func benchGateway(ctx context.Context, args []string, out io.Writer) error {
 	defer env.close()
 
 	fmt.Fprintf(out, "gateway bench: %d streamed calls per target and level; GOMAXPROCS=%d; %s/%s\n\n",
-		*requests, goruntime.GOMAXPROCS(0), goruntime.GOOS, goruntime.GOARCH)
+		requests, goruntime.GOMAXPROCS(0), goruntime.GOOS, goruntime.GOARCH)
 	var rows []benchRow
 	for _, c := range levels {
-		n := max(*requests, c)
+		n := max(requests, c)
 		direct, viaGateway, err := env.measure(ctx, c, n)
 		if err != nil {
 			return fmt.Errorf("bench gateway: %d streams: %w", c, err)

@@ -17,19 +17,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
 
-func init() {
-	benchCommands["realtime"] = benchRealtime
-	benchSummaries["realtime"] = "idle /rpc sockets per api process, publish→client fan-out, cancel and first-text latency"
-}
+func init() { benchCommands["realtime"] = newBenchRealtimeCmd }
 
-const benchRealtimeSynopsis = `bench realtime [--config FILE] [--idle N] [--watchers N] [--rate N] [--duration D] [--turns N] [--phases idle,fanout,shared,cancel,first]
-
-Creates a fresh database beside the configured one, starts a real
+const benchRealtimeLong = `Creates a fresh database beside the configured one, starts a real
 'ballet api' as a child process on it (its own Redis namespace), and
 measures against it, with the load generated on the same machine:
   idle    N idle authenticated sockets held by the api (clients in helper
@@ -50,39 +46,60 @@ type rtOptions struct {
 	phases                                               map[string]bool
 }
 
-// benchRealtime is `ballet bench realtime`.
-func benchRealtime(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("bench realtime", benchRealtimeSynopsis)
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	var o rtOptions
-	fs.IntVar(&o.idle, "idle", defaultIdleSockets(), "idle sockets (default: what RLIMIT_NOFILE leaves room for)")
-	fs.IntVar(&o.watchers, "watchers", 1000, "watching sockets in the fan-out phases")
-	fs.IntVar(&o.rate, "rate", 5000, "outputs published per second in all (fanout)")
-	fs.IntVar(&o.sharedRate, "shared-rate", 20, "outputs published per second to the one shared session (shared)")
-	fs.IntVar(&o.storedEvery, "stored-every", 20, "every N-th output is a stored tool call, the others text deltas")
-	fs.IntVar(&o.turns, "turns", 200, "turns measured in the cancel and first phases")
-	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each fan-out phase publishes")
-	phases := fs.String("phases", "idle,fanout,shared,cancel,first", "comma-separated phases to run")
-	// The hidden helper that holds idle client sockets in a process of its own.
-	clientsOnly := fs.Bool("clients-only", false, "")
-	url := fs.String("url", "", "")
-	local := fs.String("local", "", "")
-	count := fs.Int("count", 0, "")
-	if err := parse(fs, args); err != nil {
-		return err
+// rtFlags are the flags of `ballet bench realtime` as given.
+type rtFlags struct {
+	rtOptions
+	config, phases string
+	// The hidden helper mode that holds idle client sockets in a process
+	// of its own.
+	clientsOnly bool
+	url, local  string
+	count       int
+}
+
+func newBenchRealtimeCmd() *cobra.Command {
+	var f rtFlags
+	c := &cobra.Command{
+		Use:     "realtime",
+		Short:   "idle /rpc sockets per api process, publish→client fan-out, cancel and first-text latency",
+		Long:    benchRealtimeLong,
+		Example: "  ballet bench realtime --phases fanout,shared --watchers 2000 --duration 30s",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchRealtime(cmd.Context(), f, cmd.OutOrStdout())
+		},
 	}
-	if *clientsOnly {
+	fs := c.Flags()
+	addConfigFlag(c, &f.config)
+	fs.IntVar(&f.idle, "idle", defaultIdleSockets(), "idle sockets (the default is what RLIMIT_NOFILE leaves room for)")
+	fs.IntVar(&f.watchers, "watchers", 1000, "watching sockets in the fan-out phases")
+	fs.IntVar(&f.rate, "rate", 5000, "outputs published per second in all (fanout)")
+	fs.IntVar(&f.sharedRate, "shared-rate", 20, "outputs published per second to the one shared session (shared)")
+	fs.IntVar(&f.storedEvery, "stored-every", 20, "every N-th output is a stored tool call, the others text deltas")
+	fs.IntVar(&f.turns, "turns", 200, "turns measured in the cancel and first phases")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long each fan-out phase publishes")
+	fs.StringVar(&f.phases, "phases", "idle,fanout,shared,cancel,first", "comma-separated phases to run")
+	fs.BoolVar(&f.clientsOnly, "clients-only", false, "internal: hold idle client sockets for the idle phase (the token on stdin)")
+	fs.StringVar(&f.url, "url", "", "internal, with --clients-only: `URL` of the api's /rpc")
+	fs.StringVar(&f.local, "local", "", "internal, with --clients-only: local IP `address` to dial from")
+	fs.IntVar(&f.count, "count", 0, "internal, with --clients-only: sockets to hold")
+	for _, name := range []string{"clients-only", "url", "local", "count"} {
+		_ = fs.MarkHidden(name)
+	}
+	return c
+}
+
+// benchRealtime is `ballet bench realtime`.
+func benchRealtime(ctx context.Context, f rtFlags, out io.Writer) error {
+	if f.clientsOnly {
 		token, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
 		if err != nil {
 			return fmt.Errorf("bench realtime: read the token: %w", err)
 		}
-		return runRealtimeClients(ctx, *url, strings.TrimSpace(token), *local, *count, 64, out)
+		return runRealtimeClients(ctx, f.url, strings.TrimSpace(token), f.local, f.count, 64, out)
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("bench realtime: unexpected argument %q", fs.Arg(0))}
-	}
+	o := f.rtOptions
 	o.phases = map[string]bool{}
-	for p := range strings.SplitSeq(*phases, ",") {
+	for p := range strings.SplitSeq(f.phases, ",") {
 		switch p {
 		case "idle", "fanout", "shared", "cancel", "first":
 			o.phases[p] = true
@@ -99,11 +116,11 @@ func benchRealtime(ctx context.Context, args []string, out io.Writer) error {
 			return usageError{fmt.Sprintf("%s: must be at least 1, got %d", v.name, v.n)}
 		}
 	}
-	cfg, err := LoadConfig(configPath(*path), os.Environ())
+	cfg, err := LoadConfig(configPath(f.config), os.Environ())
 	if err != nil {
 		return err
 	}
-	env, err := startRealtimeBench(ctx, cfg, configPath(*path))
+	env, err := startRealtimeBench(ctx, cfg, configPath(f.config))
 	if err != nil {
 		return err
 	}

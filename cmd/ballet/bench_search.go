@@ -12,14 +12,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/store"
 )
 
-func init() {
-	benchCommands["search"] = benchSearch
-	benchSummaries["search"] = "another organization's reads while one organization runs pathological searches"
-}
+func init() { benchCommands["search"] = newBenchSearchCmd }
 
 // pathologicalQueries are what one organization searches in a loop: two
 // that the query limits refuse and one within them that is still slow on
@@ -38,22 +36,44 @@ func negatedTerms(n int) string {
 	return strings.Join(parts, " ")
 }
 
+// searchBenchOptions are the flags of `ballet bench search`.
+type searchBenchOptions struct {
+	config, modes   string
+	items, searches int
+	duration        time.Duration
+	keep            bool
+}
+
+func newBenchSearchCmd() *cobra.Command {
+	var o searchBenchOptions
+	c := &cobra.Command{
+		Use:   "search",
+		Short: "another organization's reads while one organization runs pathological searches",
+		Long: "Fills a fresh database on the configured Postgres server with one large\n" +
+			"organization, then, for each --mode, runs pathological searches of that\n" +
+			"organization from many goroutines while another organization lists five items\n" +
+			"of its project, one read after another, and prints the other's read latency.",
+		Example: "  ballet bench search --items 100000 --searches 48 --duration 30s",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchSearch(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	fs := c.Flags()
+	addConfigFlag(c, &o.config)
+	fs.IntVar(&o.items, "items", 50000, "items of the searching organization")
+	fs.IntVar(&o.searches, "searches", 24, "concurrent searches of that organization")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "how long each mode runs")
+	fs.StringVar(&o.modes, "mode", "off,on", "comma-separated: off (no search limits, as before) and on (the configured limits)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the bench database")
+	return c
+}
+
 // benchSearch fills a fresh database on the configured Postgres server with
 // one large organization, then, for each mode, runs pathological searches
 // of that organization from many goroutines while another organization
 // lists five items of its project, one read after another.
-func benchSearch(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("bench search", "bench search [--config FILE] [--items N] [--searches N] [--duration D] [--mode off,on] [--keep]")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	items := fs.Int("items", 50000, "items of the searching organization")
-	searches := fs.Int("searches", 24, "concurrent searches of that organization")
-	duration := fs.Duration("duration", 20*time.Second, "how long each mode runs")
-	modes := fs.String("mode", "off,on", "comma-separated: off (no search limits, as before) and on (the configured limits)")
-	keep := fs.Bool("keep", false, "keep the bench database")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := LoadConfig(configPath(*path), os.Environ())
+func benchSearch(ctx context.Context, o searchBenchOptions, out io.Writer) error {
+	cfg, err := LoadConfig(configPath(o.config), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -61,15 +81,15 @@ func benchSearch(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !*keep {
+	if !o.keep {
 		defer drop()
 	}
 	fmt.Fprintf(out, "bench search: %d items in one organization, %d concurrent searches, %s per mode, database.max_conns %d\n\n",
-		*items, *searches, *duration, cfg.Database.MaxConns)
+		o.items, o.searches, o.duration, cfg.Database.MaxConns)
 	fmt.Fprintln(out, "| mode | other org reads | p50 ms | p99 ms | max ms | searches: ok | refused (400) | timed out | queue full (429) | other errors |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
 	seeded := false
-	for _, mode := range strings.Split(*modes, ",") {
+	for _, mode := range strings.Split(o.modes, ",") {
 		dc := cfg.Database
 		dc.URL = dbURL
 		switch mode {
@@ -85,13 +105,13 @@ func benchSearch(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		if !seeded {
-			if err = seedSearchBench(ctx, db, *items); err != nil {
+			if err = seedSearchBench(ctx, db, o.items); err != nil {
 				db.Close()
 				return fmt.Errorf("bench search: seed: %w", err)
 			}
 			seeded = true
 		}
-		r, err := runSearchBench(ctx, db, *searches, *duration)
+		r, err := runSearchBench(ctx, db, o.searches, o.duration)
 		db.Close()
 		if err != nil {
 			return fmt.Errorf("bench search (%s): %w", mode, err)

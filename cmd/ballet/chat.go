@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/balletplanner/ballet/api/rpcclient"
@@ -39,26 +40,33 @@ type chatTarget struct {
 	human map[string]string
 }
 
-func runChat(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("chat", "chat [--url URL] [--token T] [--project KEY] [--session ID] [--new] [--plain]\n\n"+
-		"Talk to the planner of a running api over its REST API and /rpc websocket. Without --project\n"+
-		"and --session it lists the projects and sessions to pick from (plain mode starts a new\n"+
-		"session). Enter sends, Alt+Enter or Ctrl+J starts a new line, Ctrl-C cancels the running\n"+
-		"turn and a second Ctrl-C quits. When stdout is not a terminal (or with --plain) it sends\n"+
-		"each line of stdin and prints the answers as lines, and exits after the last turn at EOF.")
+func newChatCmd() *cobra.Command {
 	var o chatOptions
+	c := &cobra.Command{
+		Use:   "chat",
+		Short: "talk to the planner of a running api in the terminal",
+		Long: "Talk to the planner of a running api over its REST API and /rpc websocket. Without --project\n" +
+			"and --session it lists the projects and sessions to pick from (plain mode starts a new\n" +
+			"session). Enter sends, Alt+Enter or Ctrl+J starts a new line, Ctrl-C cancels the running\n" +
+			"turn and a second Ctrl-C quits. When stdout is not a terminal (or with --plain) it sends\n" +
+			"each line of stdin and prints the answers as lines, and exits after the last turn at EOF.",
+		Example: "  ballet chat --project DEMO\n  echo 'plan the login page' | ballet chat --project DEMO --new --plain",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runChat(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	fs := c.Flags()
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:8080", "base `URL` of the api")
 	fs.StringVar(&o.token, "token", "", "API `token` (default $BALLET_TOKEN, else the file "+demoTokenFile+" that make run writes)")
 	fs.StringVar(&o.project, "project", "", "`KEY` of the project (skips the project list)")
 	fs.StringVar(&o.session, "session", "", "`ID` of the planner session to continue (skips both lists)")
 	fs.BoolVar(&o.newSession, "new", false, "start a new session instead of listing the existing ones")
 	fs.BoolVar(&o.plain, "plain", false, "plain line output even on a terminal")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("chat: unexpected argument %q", fs.Arg(0))}
-	}
+	return c
+}
+
+// runChat is `ballet chat`.
+func runChat(ctx context.Context, o chatOptions, out io.Writer) error {
 	if o.session != "" && o.newSession {
 		return usageError{"chat: --session and --new exclude each other"}
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -19,22 +20,30 @@ type demoResult struct {
 	Token        string `json:"token"`
 }
 
-func runDemo(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("demo", "demo [--config FILE] [--json]\n\n"+
-		"Creates, when missing, the demo organization (demo), the project DEMO with\n"+
-		"milestones, epics, tickets and dependencies, a published planner skill, a\n"+
-		"few knowledge entries and the human demo@example.com bound as engineer on\n"+
-		"DEMO; then prints a new API token for that human. Running it again creates\n"+
-		"nothing new but the token.")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	asJSON := fs.Bool("json", false, "print the result as one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
+func newDemoCmd() *cobra.Command {
+	var path string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "create the demo organization, project and token (idempotent)",
+		Long: "Creates, when missing, the demo organization (demo), the project DEMO with\n" +
+			"milestones, epics, tickets and dependencies, a published planner skill, a\n" +
+			"few knowledge entries and the human demo@example.com bound as engineer on\n" +
+			"DEMO; then prints a new API token for that human. Running it again creates\n" +
+			"nothing new but the token.",
+		Example: "  ballet demo --config ballet.toml --json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), path, asJSON, cmd.OutOrStdout())
+		},
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("demo: unexpected argument %q", fs.Arg(0))}
-	}
-	db, _, err := openStore(ctx, *path)
+	addConfigFlag(c, &path)
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	return c
+}
+
+// runDemo is `ballet demo`.
+func runDemo(ctx context.Context, path string, asJSON bool, out io.Writer) error {
+	db, _, err := openStore(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -48,7 +57,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("demo: token: %w", err)
 	}
 	res := demoResult{Organization: demoOrgKey, Project: demoProjectKey, Subject: demoSubject, Token: secret}
-	if *asJSON {
+	if asJSON {
 		return printResult(out, true, res)
 	}
 	if created == 0 {

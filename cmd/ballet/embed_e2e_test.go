@@ -290,7 +290,7 @@ func TestSearchCommandNeedsAModel(t *testing.T) {
 		}
 	}
 	_, stderr, code := ballet(t, nil, "search", "reindex")
-	if code != 2 || !strings.Contains(stderr, "search: expected backfill or status") {
+	if code != 2 || !strings.Contains(stderr, `unknown command "reindex" for "ballet search"`) {
 		t.Fatalf("search reindex: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -3,37 +3,45 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+
+	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
 )
 
+func newFakeLLMCmd() *cobra.Command {
+	var addr, script string
+	c := &cobra.Command{
+		Use:   "fake-llm",
+		Short: "serve the scripted fake model upstream (demo or a script file)",
+		Long: "Serves POST /v1/messages (Anthropic), POST /v1/messages/count_tokens, POST /v1/chat/completions (OpenAI)\n" +
+			"and POST /v1/embeddings (deterministic vectors: words hashed into 256 dimensions, concepts sharing one)\n" +
+			"from a script (JSON or YAML) until SIGTERM. The built-in demo script plays a\n" +
+			"planner on the demo project (see `ballet demo`).",
+		Example: "  ballet fake-llm --addr 127.0.0.1:8090 --script demo",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runFakeLLM(cmd.Context(), addr, script)
+		},
+	}
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8090", "`host:port` to listen on")
+	c.Flags().StringVar(&script, "script", "demo", `"demo" or the `+"`PATH`"+` of a JSON or YAML script`)
+	_ = c.MarkFlagFilename("script", "json", "yaml", "yml")
+	return c
+}
+
 // runFakeLLM serves a scripted fake model upstream (the Anthropic Messages
 // API and OpenAI Chat Completions) until SIGTERM or SIGINT.
-func runFakeLLM(ctx context.Context, args []string, _ io.Writer) error {
-	fs := newFlags("fake-llm", "fake-llm [--addr 127.0.0.1:8090] [--script demo|PATH]\n\n"+
-		"Serves POST /v1/messages (Anthropic), POST /v1/messages/count_tokens, POST /v1/chat/completions (OpenAI)\n"+
-		"and POST /v1/embeddings (deterministic vectors: words hashed into 256 dimensions, concepts sharing one)\n"+
-		"from a script (JSON or YAML) until SIGTERM. The built-in demo script plays a\n"+
-		"planner on the demo project (see `ballet demo`).")
-	addr := fs.String("addr", "127.0.0.1:8090", "address to listen on")
-	script := fs.String("script", "demo", `"demo" or the path of a JSON or YAML script`)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("fake-llm: unexpected argument %q", fs.Arg(0))}
-	}
-	if *addr == "" {
+func runFakeLLM(ctx context.Context, addr, script string) error {
+	if addr == "" {
 		return usageError{"fake-llm: --addr must not be empty"}
 	}
-	s, err := fakellm.Resolve(*script)
+	s, err := fakellm.Resolve(script)
 	if err != nil {
-		return fmt.Errorf("fake-llm: --script %s: %w", *script, err)
+		return fmt.Errorf("fake-llm: --script %s: %w", script, err)
 	}
-	return fakellm.ListenAndServe(ctx, *addr, s)
+	return fakellm.ListenAndServe(ctx, addr, s)
 }
 
 // fakeUpstream is the scripted fake model that gateway.fake names, served

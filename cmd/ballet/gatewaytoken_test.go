@@ -98,8 +98,8 @@ func TestAdminGatewayTokenRefusals(t *testing.T) {
 
 func TestAdminGatewayTokenHelp(t *testing.T) {
 	t.Parallel()
-	_, stderr, code := ballet(t, nil, "admin", "gateway-token", "--help")
-	if code != 0 || !strings.Contains(stderr, "Usage: ballet admin gateway-token") {
-		t.Fatalf("exit %d, stderr %q", code, stderr)
+	out, _, code := ballet(t, nil, "admin", "gateway-token", "--help")
+	if code != 0 || !strings.Contains(out, "Usage:\n  ballet admin gateway-token") {
+		t.Fatalf("exit %d, stdout %q", code, out)
 	}
 }

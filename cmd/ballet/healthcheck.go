@@ -10,34 +10,43 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
+
+func newHealthcheckCmd() *cobra.Command {
+	var rawURL, path string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "healthcheck",
+		Short: "exit 0 when a running process's /readyz answers 200 (the image's HEALTHCHECK)",
+		Long: "GETs /readyz of a running process and exits 0 when it answers 200, 1 otherwise\n" +
+			"with the reason on stderr. Without --url it asks this configuration's metrics\n" +
+			"listener (metrics.addr; a wildcard host is asked on loopback), which every\n" +
+			"process serves; --url http://127.0.0.1:8080 asks the api's own port.",
+		Example: "  ballet healthcheck --timeout 4s\n  ballet healthcheck --url http://127.0.0.1:8080",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHealthcheck(cmd.Context(), rawURL, path, timeout, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&rawURL, "url", "", "`URL` to GET (a URL without a path gets /readyz)")
+	addConfigFlag(c, &path)
+	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the answer")
+	return c
+}
 
 // runHealthcheck is `ballet healthcheck`: the image's HEALTHCHECK, which has
 // no shell or curl to run. It GETs a process's /readyz and fails unless the
 // answer is 200.
-func runHealthcheck(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("healthcheck", "healthcheck [--url URL] [--config FILE] [--timeout D]\n\n"+
-		"GETs /readyz of a running process and exits 0 when it answers 200, 1 otherwise\n"+
-		"with the reason on stderr. Without --url it asks this configuration's metrics\n"+
-		"listener (metrics.addr; a wildcard host is asked on loopback), which every\n"+
-		"process serves; --url http://127.0.0.1:8080 asks the api's own port.")
-	rawURL := fs.String("url", "", "URL to GET (a URL without a path gets /readyz)")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG), for metrics.addr")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
-	if err := parse(fs, args); err != nil {
-		return err
+func runHealthcheck(ctx context.Context, rawURL, path string, timeout time.Duration, out io.Writer) error {
+	if timeout <= 0 {
+		return usageError{fmt.Sprintf("healthcheck: --timeout must be positive, got %s", timeout)}
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("healthcheck: unexpected argument %q", fs.Arg(0))}
-	}
-	if *timeout <= 0 {
-		return usageError{fmt.Sprintf("healthcheck: --timeout must be positive, got %s", *timeout)}
-	}
-	target, err := healthcheckURL(*rawURL, *path)
+	target, err := healthcheckURL(rawURL, path)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {

@@ -5,143 +5,96 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-// command is one subcommand of the binary.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, out io.Writer) error
-}
-
-func commands() []command {
-	return []command{
-		{"serve", "run the api, the worker and the gateway in one process", runServe},
-		{"api", "run the api only", runAPI},
-		{"worker", "run the worker only", runWorker},
-		{"gateway", "run the LLM gateway only", runGateway},
-		{"migrate", "apply, show or check database migrations (up | status | check)", runMigrate},
-		{"admin", "create organizations, projects, role bindings and API tokens", runAdmin},
-		{"demo", "create the demo organization, project and token (idempotent)", runDemo},
-		{"chat", "talk to the planner of a running api in the terminal", runChat},
-		{"fake-llm", "serve the scripted fake model upstream (demo or a script file)", runFakeLLM},
-		{"search", "embeddings of the vector search leg: backfill, status", runSearch},
-		{"bench", "run a benchmark against this configuration (gateway, …)", runBench},
-		{"config", "print the effective configuration (print)", runConfig},
-		{"healthcheck", "exit 0 when a running process's /readyz answers 200 (the image's HEALTHCHECK)", runHealthcheck},
-		{"version", "print the version", runVersion},
-	}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "ballet:", err)
-		}
-		os.Exit(exitCode(err))
-	}
+	os.Exit(code)
 }
 
-func exitCode(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+// Exit statuses of the binary.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command ran and failed
+	exitUsage   = 2 // the command line is wrong; nothing ran
+)
+
+// execute runs one command line through the command tree, writing help
+// and command output to out and errors to errOut, and returns the exit
+// status: a usage mistake prints the error and a hint to run --help.
+func execute(ctx context.Context, args []string, out, errOut io.Writer) int {
+	root := newRootCmd(out, errOut)
+	root.SetArgs(args)
+	ran := false
+	// Runs once cobra has parsed the flags and validated the arguments:
+	// an error before it is cobra's (a usage mistake), one after it the
+	// command's.
+	root.PersistentPreRun = func(*cobra.Command, []string) { ran = true }
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if cmd == nil {
+		cmd = root
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
+	if errors.As(err, &ue) || !ran {
+		fmt.Fprintf(errOut, "ballet: %s\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		return exitUsage
 	}
-	return 1
+	fmt.Fprintln(errOut, "ballet:", err)
+	return exitFailure
 }
 
-// usageError is a mistake in the command line.
+// usageError is a mistake in the command line (exit status 2).
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-func dispatch(ctx context.Context, args []string, out, errOut io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(errOut)
-		if len(args) == 0 {
-			return usageError{"a command is required"}
-		}
-		return flag.ErrHelp
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Long:  "Prints the version of this binary, as `ballet --version` does.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), "ballet", version)
+			return nil
+		},
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], out)
-		}
-	}
-	usage(errOut)
-	return usageError{fmt.Sprintf("unknown command %q", args[0])}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: ballet <command> [flags]\n\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+func newConfigCmd() *cobra.Command {
+	var path string
+	printCmd := &cobra.Command{
+		Use:   "print",
+		Short: "print the effective configuration (file, then BALLET_* variables, then defaults), secrets masked",
+		Long: "Prints the configuration a process would run with: the defaults, overridden by the\n" +
+			"TOML file (--config, else $BALLET_CONFIG), overridden by BALLET_* environment variables.\n" +
+			"Secrets are masked. Unknown keys and variables are errors.",
+		Example: "  ballet config print --config ballet.toml\n  BALLET_WORKER_CONCURRENCY=8 ballet config print",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runConfigPrint(path, cmd.OutOrStdout())
+		},
 	}
-	fmt.Fprintln(w, "\nRun 'ballet <command> --help' for a command's flags.")
+	addConfigFlag(printCmd, &path)
+	return newGroupCmd("config", "print the effective configuration (print)", printCmd)
 }
 
-// newFlags makes a flag set that prints its usage to stderr and returns
-// errors instead of exiting.
-func newFlags(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("ballet "+name, flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: ballet %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses flags, turning parse failures into usage errors.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	return nil
-}
-
-func runVersion(_ context.Context, args []string, out io.Writer) error {
-	fs := newFlags("version", "version")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "ballet", version)
-	return nil
-}
-
-func runConfig(_ context.Context, args []string, out io.Writer) error {
-	fs := newFlags("config", "config print [--config FILE]")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	if len(args) == 0 || args[0] != "print" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fs.Usage()
-			return flag.ErrHelp
-		}
-		fs.Usage()
-		return usageError{"config: expected the subcommand print"}
-	}
-	if err := parse(fs, args[1:]); err != nil {
-		return err
-	}
-	cfg, err := LoadConfig(configPath(*path), os.Environ())
+// runConfigPrint is `ballet config print`.
+func runConfigPrint(path string, out io.Writer) error {
+	cfg, err := LoadConfig(configPath(path), os.Environ())
 	if err != nil {
 		return err
 	}

@@ -65,34 +65,41 @@ func writeFile(t *testing.T, body string) string {
 	return p
 }
 
-func TestHelpOnEveryCommand(t *testing.T) {
+// TestBinaryConventions: the binary's streams and exit statuses for help,
+// the version, usage mistakes and failures.
+func TestBinaryConventions(t *testing.T) {
 	t.Parallel()
-	for _, c := range commands() {
-		t.Run(c.name, func(t *testing.T) {
+	missing := t.TempDir() + "/missing.toml"
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		out, error string
+	}{
+		{"version", []string{"version"}, 0, "ballet dev\n", ""},
+		{"--version", []string{"--version"}, 0, "ballet dev\n", ""},
+		{"--help", []string{"--help"}, 0, "Usage:\n  ballet <command>", ""},
+		{"help bench", []string{"help", "bench"}, 0, "turns ", ""},
+		{"serve --help", []string{"serve", "--help"}, 0, "BALLET_DATABASE_URL", ""},
+		{"no command", nil, 2, "", "ballet: a command is required"},
+		{"unknown command", []string{"frobnicate"}, 2, "", "ballet: unknown command \"frobnicate\" for \"ballet\"\nRun 'ballet --help' for usage.\n"},
+		{"unknown flag", []string{"migrate", "up", "--nope"}, 2, "", "ballet: unknown flag: --nope\nRun 'ballet migrate up --help' for usage.\n"},
+		{"single-dash long flag", []string{"config", "print", "-config", missing}, 2, "", "unknown shorthand flag: 'c' in -config"},
+		{"extra argument", []string{"migrate", "up", "now"}, 2, "", `unknown argument "now" for "ballet migrate up"`},
+		{"failure", []string{"config", "print", "--config", missing}, 1, "", "ballet: config " + missing + ": open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, stderr, code := ballet(t, nil, c.name, "--help")
-			if code != 0 {
-				t.Fatalf("exit %d, stderr %s", code, stderr)
+			out, stderr, code := ballet(t, nil, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %q, stderr %q", code, tc.code, out, stderr)
 			}
-			if !strings.Contains(stderr, "Usage: ballet "+c.name) {
-				t.Fatalf("no usage in %q", stderr)
+			if tc.out == "" && out != "" || !strings.Contains(out, tc.out) {
+				t.Errorf("stdout %q, want %q", out, tc.out)
+			}
+			if tc.error == "" && stderr != "" || !strings.Contains(stderr, tc.error) {
+				t.Errorf("stderr %q, want %q", stderr, tc.error)
 			}
 		})
-	}
-}
-
-func TestUnknownCommand(t *testing.T) {
-	t.Parallel()
-	_, stderr, code := ballet(t, nil, "frobnicate")
-	if code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
-		t.Fatalf("exit %d, stderr %q", code, stderr)
-	}
-}
-
-func TestVersion(t *testing.T) {
-	t.Parallel()
-	out, _, code := ballet(t, nil, "version")
-	if code != 0 || !strings.HasPrefix(out, "ballet ") {
-		t.Fatalf("exit %d, out %q", code, out)
 	}
 }

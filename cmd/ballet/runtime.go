@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"io"
 	"log/slog"
 	"os"
 
@@ -33,19 +31,6 @@ type service interface {
 	Stop()
 }
 
-// loadForCommand parses --config for a command and loads the configuration.
-func loadForCommand(name, synopsis string, args []string, extra func(*flagSet)) (Config, error) {
-	fs := newFlags(name, synopsis)
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	if extra != nil {
-		extra(&flagSet{fs})
-	}
-	if err := parse(fs, args); err != nil {
-		return Config{}, err
-	}
-	return LoadConfig(configPath(*path), os.Environ())
-}
-
 // setup connects to Postgres and Redis, migrating when configured, and
 // registers the build info. It fails with a clear message, never a panic,
 // when either is unreachable.
@@ -53,6 +38,7 @@ func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error
 	log := newLogger(cfg.Log, os.Stderr).With(slog.String("service", serviceName))
 	slog.SetDefault(log)
 	redis.SetLogger(redisLogger{log.With(slog.String("component", "go-redis"))})
+	cfg.Database.ApplicationName = "ballet-" + serviceName
 	db, err := store.Open(ctx, cfg.Database)
 	if err != nil {
 		return nil, err
@@ -119,8 +105,8 @@ func (rt *runtime) run(ctx context.Context, services ...service) error {
 }
 
 // runServices is the body of serve, api, worker and gateway.
-func runServices(ctx context.Context, name string, args []string, build func(rt *runtime) ([]service, error)) error {
-	cfg, err := loadForCommand(name, name+" [--config FILE]", args, nil)
+func runServices(ctx context.Context, name, configFile string, build func(rt *runtime) ([]service, error)) error {
+	cfg, err := LoadConfig(configPath(configFile), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -136,8 +122,8 @@ func runServices(ctx context.Context, name string, args []string, build func(rt 
 	return rt.run(ctx, services...)
 }
 
-func runServe(ctx context.Context, args []string, _ io.Writer) error {
-	return runServices(ctx, "serve", args, func(rt *runtime) ([]service, error) {
+func runServe(ctx context.Context, configFile string) error {
+	return runServices(ctx, "serve", configFile, func(rt *runtime) ([]service, error) {
 		if rt.cfg.Gateway.SigningKey == "" {
 			// One process mints and checks its own gateway tokens.
 			rt.cfg.Gateway.SigningKey = randomKey()
@@ -150,16 +136,20 @@ func runServe(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
+		ret, err := rt.newRetention()
+		if err != nil {
+			return nil, err
+		}
 		a, err := rt.newAPI()
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), gw, rt.newSchemaGate(), w, a}, nil
+		return []service{rt.newMetricsServer(), gw, rt.newSchemaGate(), w, ret, a}, nil
 	})
 }
 
-func runAPI(ctx context.Context, args []string, _ io.Writer) error {
-	return runServices(ctx, "api", args, func(rt *runtime) ([]service, error) {
+func runAPI(ctx context.Context, configFile string) error {
+	return runServices(ctx, "api", configFile, func(rt *runtime) ([]service, error) {
 		a, err := rt.newAPI()
 		if err != nil {
 			return nil, err
@@ -168,8 +158,8 @@ func runAPI(ctx context.Context, args []string, _ io.Writer) error {
 	})
 }
 
-func runWorker(ctx context.Context, args []string, _ io.Writer) error {
-	return runServices(ctx, "worker", args, func(rt *runtime) ([]service, error) {
+func runWorker(ctx context.Context, configFile string) error {
+	return runServices(ctx, "worker", configFile, func(rt *runtime) ([]service, error) {
 		if rt.cfg.Gateway.SigningKey == "" {
 			return nil, errors.New("config: gateway.signing_key: required when the worker and the gateway run as separate processes")
 		}
@@ -177,12 +167,16 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), rt.newSchemaGate(), w}, nil
+		ret, err := rt.newRetention()
+		if err != nil {
+			return nil, err
+		}
+		return []service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), rt.newSchemaGate(), w, ret}, nil
 	})
 }
 
-func runGateway(ctx context.Context, args []string, _ io.Writer) error {
-	return runServices(ctx, "gateway", args, func(rt *runtime) ([]service, error) {
+func runGateway(ctx context.Context, configFile string) error {
+	return runServices(ctx, "gateway", configFile, func(rt *runtime) ([]service, error) {
 		if rt.cfg.Gateway.SigningKey == "" {
 			return nil, errors.New("config: gateway.signing_key: required when the worker and the gateway run as separate processes")
 		}
@@ -193,6 +187,3 @@ func runGateway(ctx context.Context, args []string, _ io.Writer) error {
 		return []service{rt.newMetricsServer(), gw}, nil
 	})
 }
-
-// flagSet lets a command add its own flags to loadForCommand's set.
-type flagSet struct{ *flag.FlagSet }

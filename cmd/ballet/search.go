@@ -3,35 +3,52 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/tasks"
 )
 
+func newSearchCmd() *cobra.Command {
+	var path string
+	var wait bool
+	var timeout time.Duration
+	backfill := &cobra.Command{
+		Use:   "backfill",
+		Short: "enqueue re-embedding of everything missing, changed or of another model",
+		Long: "Enqueues the backfill task of search.embeddings_model: a worker marks every\n" +
+			"organization and project dirty and the embed queue re-embeds what is missing,\n" +
+			"changed or of another model. Prints the counts; with --wait, waits until every\n" +
+			"scope is embedded and prints them again.",
+		Example: "  ballet search backfill --wait --timeout 1h",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSearch(cmd.Context(), "backfill", path, wait, timeout, cmd.OutOrStdout())
+		},
+	}
+	addConfigFlag(backfill, &path)
+	backfill.Flags().BoolVar(&wait, "wait", false, "wait until the embed queue has embedded every scope, then print the counts again")
+	backfill.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "with --wait: how long to wait")
+	var statusPath string
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "print the embeddings model, pgvector, the vector counts and the embed queue's tasks",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSearch(cmd.Context(), "status", statusPath, false, 0, cmd.OutOrStdout())
+		},
+	}
+	addConfigFlag(status, &statusPath)
+	return newGroupCmd("search", "embeddings of the vector search leg: backfill, status", backfill, status)
+}
+
 // runSearch is `ballet search backfill|status`: the embeddings of the
 // vector leg of search.
-func runSearch(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("search", "search backfill|status [--config FILE] [--wait] [--timeout D]")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	wait := fs.Bool("wait", false, "backfill: wait until the embed queue has embedded every scope, then print the counts again")
-	timeout := fs.Duration("timeout", 30*time.Minute, "backfill --wait: how long to wait")
-	if len(args) == 0 || (args[0] != "backfill" && args[0] != "status") {
-		fs.Usage()
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return flag.ErrHelp
-		}
-		return usageError{"search: expected backfill or status"}
-	}
-	if err := parse(fs, args[1:]); err != nil {
-		return err
-	}
-	cfg, err := LoadConfig(configPath(*path), os.Environ())
+func runSearch(ctx context.Context, action, path string, wait bool, timeout time.Duration, out io.Writer) error {
+	cfg, err := LoadConfig(configPath(path), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -45,10 +62,10 @@ func runSearch(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer rt.close()
 	et := tasks.NewEmbedTasks(rt.queue(), cfg.Search)
-	if args[0] == "status" {
+	if action == "status" {
 		return searchStatus(ctx, rt, et, out)
 	}
-	return searchBackfill(ctx, rt, et, out, *wait, *timeout)
+	return searchBackfill(ctx, rt, et, out, wait, timeout)
 }
 
 // searchBackfill enqueues the backfill task of the configured model: a
