@@ -1,12 +1,10 @@
 package api_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,49 +12,23 @@ import (
 
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/tasks"
 )
 
 // logBuffer is a slog JSON sink the server writes to from many goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ logtest.Buffer }
 
 // lines are the records logged with the message msg.
 func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
+	return b.Find(t, msg, nil)
 }
 
 // accessLines are the access log's records of path.
 func (b *logBuffer) accessLines(t *testing.T, path string) []map[string]any {
 	t.Helper()
-	var out []map[string]any
-	for _, rec := range b.lines(t, "request") {
-		if rec["path"] == path {
-			out = append(out, rec)
-		}
-	}
-	return out
+	return b.Find(t, "request", map[string]string{"path": path})
 }
 
 // withLog makes the api log JSON to b, at info.

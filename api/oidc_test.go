@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -10,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -182,30 +181,12 @@ func TestOIDCTokens(t *testing.T) {
 	}
 }
 
-// lockedLog is a log sink the server writes while the test reads.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedLog) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestOIDCIssuerDownAtStart(t *testing.T) {
 	t.Parallel()
 	iss := newFakeIssuer(t)
 	token := iss.token(t, iss.key, nil)
 	iss.srv.Close() // the issuer is gone before the api starts
-	var logs lockedLog
+	var logs logtest.Buffer
 	e := newAuthEnv(t, api.AuthConfig{Mode: api.AuthToken, OIDC: api.OIDCConfig{IssuerURL: iss.srv.URL, Audience: "ballet"}},
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	e.do("GET", "/healthz", "", nil).expect(t, http.StatusOK)

@@ -1,41 +1,22 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
-// syncBuffer is a log sink safe for the pool's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // openNamed opens a pool named like a ballet process, logging to log.
-func openNamed(t *testing.T, url, name string, maxConns int32, log *syncBuffer) *store.DB {
+func openNamed(t *testing.T, url, name string, maxConns int32, log *logtest.Buffer) *store.DB {
 	t.Helper()
 	cfg := store.DefaultConfig()
 	cfg.URL, cfg.MaxConns, cfg.ApplicationName = url, maxConns, name
@@ -56,7 +37,7 @@ func TestOpenWarnsWhenPoolsOutgrowTheServer(t *testing.T) {
 	t.Parallel()
 	pg := storetest.StartPrivate(t)
 	url := pg.URL("postgres")
-	var quiet syncBuffer
+	var quiet logtest.Buffer
 	openNamed(t, url, "ballet-api", 10, &quiet)
 	openNamed(t, url, "ballet-worker", 10, &quiet)
 	for _, tc := range []struct {
@@ -68,7 +49,7 @@ func TestOpenWarnsWhenPoolsOutgrowTheServer(t *testing.T) {
 			"once they are all in use, new connections fail (sorry, too many clients already); " +
 			"set database.max_conns to at most 15 in every process, or raise the server's max_connections"},
 	} {
-		var log syncBuffer
+		var log logtest.Buffer
 		db := openNamed(t, url, "ballet-gateway", tc.maxConns, &log)
 		b, err := db.PoolBudget(context.Background())
 		if err != nil {

@@ -1,13 +1,11 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -63,24 +62,6 @@ func (e *env) startObserved(d worker.Deps, shutdown time.Duration) observed {
 	must(e.t, w.Start(context.Background()))
 	e.t.Cleanup(w.Stop)
 	return observed{w: w, reg: reg}
-}
-
-// syncBuffer is a log sink shared by a worker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func (e *env) leaseExpired(session string) bool {
@@ -133,7 +114,7 @@ answers:
 	// Worker A has a pool and a log of its own, closed like a process does.
 	poolA, err := store.Open(ctx, store.Config{URL: e.db.Pool().Config().ConnString(), MaxConns: 5, ConnectTimeout: 5 * time.Second})
 	must(t, err)
-	var logA syncBuffer
+	var logA logtest.Buffer
 	dA := e.deps
 	dA.DB, dA.Tools, dA.Log = poolA, reg, slog.New(slog.NewTextHandler(&logA, nil))
 	a := e.startObserved(dA, 300*time.Millisecond)

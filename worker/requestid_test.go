@@ -1,46 +1,23 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
 // jsonLog is a slog JSON sink written from many goroutines.
-type jsonLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *jsonLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type jsonLog struct{ logtest.Buffer }
 
 // find is the records with message msg whose key has the value want.
 func (b *jsonLog) find(t *testing.T, msg, key, want string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		if rec["msg"] == msg && rec[key] == want {
-			out = append(out, rec)
-		}
-	}
-	return out
+	return b.Find(t, msg, map[string]string{key: want})
 }
 
 // TestRequestIDReachesGateway: a turn sent under a request id (the api's

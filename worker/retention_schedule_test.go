@@ -1,10 +1,7 @@
 package worker_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"testing"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tasks/taskstest"
@@ -19,35 +17,15 @@ import (
 )
 
 // retentionLog is a log sink several goroutines write to.
-type retentionLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *retentionLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type retentionLog struct{ logtest.Buffer }
 
 // runs are the periods of the "retention run" lines logged so far.
 func (b *retentionLog) runs(t *testing.T) []string {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var periods []string
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var line struct {
-			Msg    string `json:"msg"`
-			Period string `json:"period"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if line.Msg == "retention run" {
-			periods = append(periods, line.Period)
-		}
+	for _, rec := range b.Find(t, "retention run", nil) {
+		p, _ := rec["period"].(string)
+		periods = append(periods, p)
 	}
 	return periods
 }

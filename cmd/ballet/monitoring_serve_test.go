@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
@@ -120,7 +121,7 @@ scrape_configs:
 	addr := freeAddr(t)
 	cmd := exec.Command(prometheus, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
-	var log lockedBuffer
+	var log logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	must(t, cmd.Start())
 	waited := make(chan struct{})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,11 +8,11 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks/taskstest"
@@ -135,7 +134,7 @@ func gate(db *store.DB, level string, log io.Writer) *schemaGate {
 func TestSchemaGateWaitsAndLogsOnce(t *testing.T) {
 	t.Parallel()
 	url := storetest.EmptyURL(t)
-	log := &lockedBuffer{}
+	log := &logtest.Buffer{}
 	cfg := store.DefaultConfig()
 	cfg.URL = url
 	db, err := store.Open(context.Background(), cfg)
@@ -188,7 +187,7 @@ func TestSchemaGateOnCurrentOrNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, db := range map[string]*store.DB{"current": current, "ahead": ahead} {
-		log := &lockedBuffer{}
+		log := &logtest.Buffer{}
 		g := gate(db, "debug", log)
 		if err := g.Start(context.Background()); err != nil || log.String() != "" {
 			t.Errorf("%s: gate %v, log %q; want nil and no line", name, err, log.String())
@@ -202,7 +201,7 @@ func TestSchemaGateOnCurrentOrNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(empty.Close)
-	log := &lockedBuffer{}
+	log := &logtest.Buffer{}
 	g := gate(empty, "info", log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -285,22 +284,4 @@ func embeddedMigrations(t *testing.T) int {
 		}
 	}
 	return n
-}
-
-// lockedBuffer is a log destination a test reads while a goroutine writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
