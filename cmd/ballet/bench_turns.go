@@ -10,11 +10,12 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 
-	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -22,66 +23,140 @@ import (
 	"github.com/balletplanner/ballet/worker"
 )
 
-func init() { benchCommands["turns"] = benchTurns }
+func init() { benchCommands["turns"] = newBenchTurnsCmd }
 
 // turnTimes are when a turn was sent, started and done.
 type turnTimes struct{ sent, started, done time.Time }
 
+// turnBenchOptions are the flags of `ballet bench turns`.
+type turnBenchOptions struct {
+	config, modes      string
+	sessions, messages int
+	latency            time.Duration
+	reuseDB, keepDB    bool
+	memTurns           int
+	memLatency         time.Duration
+	cpuProfile, script string
+}
+
+func newBenchTurnsCmd() *cobra.Command {
+	var o turnBenchOptions
+	c := &cobra.Command{
+		Use:   "turns",
+		Short: "planner turn throughput, latency and cost per turn through the queue vs. the turn loop in-process",
+		Long: "Runs --sessions sessions × --messages messages through a worker against the\n" +
+			"configured Postgres and Redis with the fake model at --latency: once through the\n" +
+			"queue, once calling the turn loop in-process. Each session sends its next message\n" +
+			"when the previous turn is done, as a human would. Each mode runs on a fresh\n" +
+			"database created (and migrated) on the configured server and dropped at the end;\n" +
+			"beside turns/s it prints the CPU per turn of this process, the Postgres backends\n" +
+			"and Redis, and the statements, round trips, commits, WAL bytes and Redis commands\n" +
+			"per turn. --memory-turns adds a phase that holds that many turns running at once\n" +
+			"and prints the worker's memory per running turn.",
+		Example: "  ballet bench turns --sessions 200 --messages 10\n" +
+			"  ballet bench turns --mode queue --sessions 10 --messages 1 --memory-turns 1000 --memory-latency 5s",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchTurns(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	fs := c.Flags()
+	addConfigFlag(c, &o.config)
+	fs.IntVar(&o.sessions, "sessions", 100, "concurrent sessions")
+	fs.IntVar(&o.messages, "messages", 5, "messages sent into each session, one after another")
+	fs.DurationVar(&o.latency, "latency", 0, "the fake model's latency before it answers")
+	fs.StringVar(&o.modes, "mode", "queue,direct", "comma-separated: queue (asynq, the product path) and direct (the loop in-process)")
+	fs.BoolVar(&o.reuseDB, "reuse-database", false, "run on the configured database itself instead of a fresh one per mode")
+	fs.BoolVar(&o.keepDB, "keep-database", false, "keep the fresh databases instead of dropping them at the end")
+	fs.IntVar(&o.memTurns, "memory-turns", 0, "also hold this many turns running at once (queue mode) and print memory per running turn; 0 skips")
+	fs.DurationVar(&o.memLatency, "memory-latency", 5*time.Second, "the fake model's latency in the --memory-turns phase")
+	fs.StringVar(&o.script, "script", "", "the fake model's script instead of one text answer: \"demo\" (5 model calls and 4 tool calls a turn) or a YAML/JSON file; --latency is then unused")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of each mode's turns to this path + \".<mode>\" (for go tool pprof)")
+	return c
+}
+
 // benchTurns runs N sessions × M messages through a worker against the
 // configured Postgres and Redis with the fake model at a set latency: once
-// through the queue, once calling the turn loop in-process. Each session
-// sends its next message when the previous turn is done, as a human would.
-func benchTurns(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("bench turns", "bench turns [--config FILE] [--sessions N] [--messages M] [--latency D] [--mode queue,direct]")
-	path := fs.String("config", "", "TOML configuration file (default $BALLET_CONFIG)")
-	sessions := fs.Int("sessions", 100, "concurrent sessions")
-	messages := fs.Int("messages", 5, "messages sent into each session, one after another")
-	latency := fs.Duration("latency", 0, "the fake model's latency before it answers")
-	modes := fs.String("mode", "queue,direct", "comma-separated: queue (asynq, the product path) and direct (the loop in-process)")
-	if err := parse(fs, args); err != nil {
+// through the queue, once calling the turn loop in-process, each on a fresh
+// database. Each session sends its next message when the previous turn is
+// done, as a human would.
+func benchTurns(ctx context.Context, o turnBenchOptions, out io.Writer) error {
+	modes, err := o.validate()
+	if err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(configPath(*path), os.Environ())
+	cfg, err := LoadConfig(configPath(o.config), os.Environ())
 	if err != nil {
 		return err
 	}
 	cfg.Log.Level = "error"
-	rt, err := setup(ctx, cfg, "bench")
+	fake, err := startBenchFake(o.script, o.latency)
 	if err != nil {
 		return err
 	}
-	defer rt.close()
-	script := fmt.Sprintf("loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", *latency)
-	fake := fakellm.New(fakellm.MustParse(script))
-	if err := fake.Start(); err != nil {
-		return err
-	}
 	defer fake.Close()
-	fmt.Fprintf(out, "bench turns: %d sessions × %d messages, model latency %s, worker concurrency %d, GOMAXPROCS %d\n\n",
-		*sessions, *messages, *latency, cfg.Worker.Concurrency, goruntime.GOMAXPROCS(0))
+	model := "one text answer after " + o.latency.String()
+	if o.script != "" {
+		model = "script " + o.script
+	}
+	fmt.Fprintf(out, "bench turns: %d sessions × %d messages, fake model: %s, worker concurrency %d, GOMAXPROCS %d\n",
+		o.sessions, o.messages, model, cfg.Worker.Concurrency, goruntime.GOMAXPROCS(0))
+	switch {
+	case o.reuseDB:
+		fmt.Fprintln(out, "database: the configured one, reused by every mode (--reuse-database)")
+	case o.keepDB:
+		fmt.Fprintln(out, "database: a fresh one per mode (ballet_bench_<random>, migrated), kept at the end (--keep-database)")
+	default:
+		fmt.Fprintln(out, "database: a fresh one per mode (ballet_bench_<random>, migrated), dropped at the end")
+	}
 	results := map[string][]turnTimes{}
 	took := map[string]time.Duration{}
-	for _, mode := range strings.Split(*modes, ",") {
-		if mode != "queue" && mode != "direct" {
-			return usageError{fmt.Sprintf("bench turns: unknown mode %q", mode)}
-		}
-		start := time.Now()
-		results[mode], err = runTurnBench(ctx, rt, fake.URL(), mode, *sessions, *messages)
+	costs := map[string]turnCost{}
+	pgss := false
+	for _, mode := range modes {
+		r, err := runTurnMode(ctx, cfg, o, mode, fake.URL(), out)
 		if err != nil {
 			return fmt.Errorf("bench turns (%s): %w", mode, err)
 		}
-		took[mode] = time.Since(start)
+		results[mode], took[mode], costs[mode] = r.times, r.took, r.cost
+		pgss = pgss || r.cost.pgssCalls >= 0
 	}
+	fmt.Fprintln(out)
 	printTurnTable(out, results, took)
+	printCostTable(out, costs, pgss)
+	if o.memTurns > 0 {
+		if err := benchTurnMemory(ctx, cfg, o, out); err != nil {
+			return fmt.Errorf("bench turns (memory): %w", err)
+		}
+	}
 	var mem goruntime.MemStats
 	goruntime.ReadMemStats(&mem)
 	fmt.Fprintf(out, "\nprocess memory: %.0f MiB obtained from the OS (runtime.MemStats.Sys); peak RSS %s\n", float64(mem.Sys)/(1<<20), peakRSS())
 	return nil
 }
 
-// runTurnBench sets up a fresh project and worker in a namespace of its own,
-// runs the workload and collects each turn's times from the outputs.
+// turnWorkload is one workload of runTurns.
+type turnWorkload struct {
+	fakeURL, mode      string
+	sessions, messages int
+	// begin runs once the sessions exist, before the first message; end
+	// after the last turn's done, with the number of turns.
+	begin func(ctx context.Context) error
+	end   func(ctx context.Context, turns int) error
+	// running, when set, gets the number of turns started and not done.
+	running *atomic.Int64
+}
+
+// runTurnBench runs sessions × messages turns in mode, unmeasured.
 func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessions, messages int) ([]turnTimes, error) {
+	ts, _, err := runTurns(ctx, rt, turnWorkload{fakeURL: fakeURL, mode: mode, sessions: sessions, messages: messages})
+	return ts, err
+}
+
+// runTurns sets up a fresh project and worker in a namespace of its own,
+// runs the workload and collects each turn's times from the outputs; took
+// is from the first message to the last turn's done.
+func runTurns(ctx context.Context, rt *runtime, r turnWorkload) ([]turnTimes, time.Duration, error) {
+	mode, sessions, messages := r.mode, r.sessions, r.messages
 	ns := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
 	names := tasks.Names{Namespace: ns}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -90,19 +165,19 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 	planner := tasks.NewPlanner(rt.db, queue, pub, store.QueueLimits{}, log)
 	caller, project, err := benchTenant(ctx, rt.db, ns)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	reg, err := tools.Planner(log)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	pc := rt.cfg.Planner
 	pc.Skill = ""
 	w, err := worker.New(rt.cfg.Worker, pc, rt.cfg.Worker.ShutdownTimeout, worker.Deps{DB: rt.db, Redis: rt.rdb,
 		Queue: queue, Publisher: pub, Tools: reg, Log: log,
-		Model: worker.GatewayModel{Client: llm.NewClient(fakeURL, []byte("bench"), nil)}})
+		Model: worker.GatewayModel{Client: llm.NewClient(r.fakeURL, []byte("bench"), nil)}})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var mu sync.Mutex
 	times := map[string]*turnTimes{}
@@ -119,7 +194,7 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 	}
 	sub := rt.rdb.PSubscribe(ctx, names.SessionChannel("*"))
 	if _, err := sub.Receive(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer sub.Close()
 	doneCh := make(chan struct{}, sessions*messages)
@@ -133,8 +208,14 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 			switch o.Type {
 			case store.OutputStarted:
 				stamp(o.Turn, func(t *turnTimes) { t.started = now })
+				if r.running != nil {
+					r.running.Add(1)
+				}
 			case store.OutputDone:
 				stamp(o.Turn, func(t *turnTimes) { t.done = now })
+				if r.running != nil {
+					r.running.Add(-1)
+				}
 				mu.Lock()
 				if ch := waiting[o.Turn]; ch != nil {
 					close(ch)
@@ -148,33 +229,38 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 	}()
 	if mode == "queue" {
 		if err := w.Start(ctx); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		defer w.Stop()
 	}
+	ids, err := benchSessions(ctx, rt.db, caller, project, sessions)
+	if err != nil {
+		return nil, 0, err
+	}
+	if r.begin != nil {
+		if err := r.begin(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions)
-	for range sessions {
+	for _, sid := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := rt.db.CreateSession(ctx, caller, project, "bench")
-			if err != nil {
-				errs <- err
-				return
-			}
 			for range messages {
 				sent := time.Now()
 				var turn string
 				if mode == "queue" {
-					res, err := planner.Send(ctx, caller, s.ID, "go", "")
+					res, err := planner.Send(ctx, caller, sid, "go", "")
 					if err != nil {
 						errs <- err
 						return
 					}
 					turn = res.Turn
 				} else {
-					res, err := rt.db.SendMessage(ctx, caller, s.ID, "go", "", store.QueueLimits{})
+					res, err := rt.db.SendMessage(ctx, caller, sid, "go", "", store.QueueLimits{})
 					if err != nil {
 						errs <- err
 						return
@@ -183,7 +269,7 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 				}
 				stamp(turn, func(t *turnTimes) { t.sent = sent })
 				if mode == "direct" {
-					if err := w.RunTurn(ctx, s.ID, turn); err != nil {
+					if err := w.RunTurn(ctx, sid, turn); err != nil {
 						errs <- err
 						return
 					}
@@ -204,15 +290,21 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		return nil, err
+		return nil, 0, err
 	}
 	for range sessions * messages {
 		select {
 		case <-doneCh:
 		case <-time.After(5 * time.Minute):
-			return nil, fmt.Errorf("turns not done after 5 minutes")
+			return nil, 0, fmt.Errorf("turns not done after 5 minutes")
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
+		}
+	}
+	took := time.Since(start)
+	if r.end != nil {
+		if err := r.end(ctx, sessions*messages); err != nil {
+			return nil, 0, err
 		}
 	}
 	mu.Lock()
@@ -221,7 +313,7 @@ func runTurnBench(ctx context.Context, rt *runtime, fakeURL, mode string, sessio
 	for _, t := range times {
 		all = append(all, *t)
 	}
-	return all, nil
+	return all, took, nil
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
