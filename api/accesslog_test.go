@@ -19,12 +19,6 @@ import (
 // logBuffer is a slog JSON sink the server writes to from many goroutines.
 type logBuffer struct{ logtest.Buffer }
 
-// lines are the records logged with the message msg.
-func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	return b.Find(t, msg, nil)
-}
-
 // accessLines are the access log's records of path.
 func (b *logBuffer) accessLines(t *testing.T, path string) []map[string]any {
 	t.Helper()
