@@ -68,6 +68,22 @@ type Event struct {
 // event commit together. It returns the event's place in the global log
 // (LogSeq); its organization's number (Seq) is assigned at commit.
 func AppendEvent(ctx context.Context, q Querier, e Event) (int64, error) {
+	var seq int64
+	if err := q.QueryRow(ctx, eventInsert, eventArgs(e)...).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("store: append event %s: %w", e.Type, err)
+	}
+	return seq, nil
+}
+
+// eventInsert is AppendEvent's statement, for eventArgs; a batch queues it too.
+const eventInsert = `
+		INSERT INTO events (organization_id, project_id, type, entity_type, entity_id, entity_key,
+		                    actor_kind, actor_subject, acting_for, payload)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		RETURNING seq`
+
+// eventArgs are eventInsert's arguments for e.
+func eventArgs(e Event) []any {
 	payload := e.Payload
 	if len(payload) == 0 {
 		payload = json.RawMessage(`{}`)
@@ -82,18 +98,8 @@ func AppendEvent(ctx context.Context, q Querier, e Event) (int64, error) {
 	if e.Actor.ActingFor != "" {
 		actingFor = &e.Actor.ActingFor
 	}
-	var seq int64
-	err := q.QueryRow(ctx, `
-		INSERT INTO events (organization_id, project_id, type, entity_type, entity_id, entity_key,
-		                    actor_kind, actor_subject, acting_for, payload)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		RETURNING seq`,
-		e.OrganizationID, project, e.Type, e.EntityType, e.EntityID, key,
-		e.Actor.Kind, e.Actor.Subject, actingFor, payload).Scan(&seq)
-	if err != nil {
-		return 0, fmt.Errorf("store: append event %s: %w", e.Type, err)
-	}
-	return seq, nil
+	return []any{e.OrganizationID, project, e.Type, e.EntityType, e.EntityID, key,
+		e.Actor.Kind, e.Actor.Subject, actingFor, payload}
 }
 
 // MustJSON marshals v for an event payload; v must be marshalable.

@@ -68,24 +68,30 @@ type Claim struct {
 func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Duration) (Claim, error) {
 	var c Claim
 	err := db.Tx(ctx, func(tx pgx.Tx) error {
-		var leaseLive bool
-		var token int64
+		var l claimLease
+		var earlier bool
+		var t Turn
+		// One round trip: lock the session row, then read the turn under
+		// the lock (cancel and finish take it too); each statement of a
+		// batch sees what committed before it ran.
+		b := &pgx.Batch{}
 		// A lease is live while it has not run out and its worker still
 		// beats: a killed worker's lease is free as soon as its beat expires.
-		err := tx.QueryRow(ctx, `SELECT s.lease_owner IS NOT NULL AND s.lease_expires_at > now()
+		b.Queue(`SELECT s.lease_owner IS NOT NULL AND s.lease_expires_at > now()
 			AND NOT EXISTS (SELECT 1 FROM planner_workers w WHERE w.id = s.lease_owner AND w.expires_at <= now()),
-			s.lease_token
+			s.lease_token, s.next_cursor, now()
 			FROM planner_sessions s WHERE s.id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE OF s`,
-			turnID).Scan(&leaseLive, &token)
-		if err != nil {
+			turnID).QueryRow(func(row pgx.Row) (err error) {
+			l, err = scanClaimLease(row)
 			return notFound(err, "turn %q", turnID)
-		}
-		// Read the turn under the session lock: cancel and finish take it too.
-		var earlier bool
-		t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
+		})
+		b.Queue(`SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
 			WHERE e.session_id = t.session_id AND e.position < t.position AND e.status IN ('queued', 'running'))
-			FROM planner_turns t WHERE id = $1`, turnID), &earlier)
-		if err != nil {
+			FROM planner_turns t WHERE id = $1`, turnID).QueryRow(func(row pgx.Row) (err error) {
+			t, err = scanTurn(row, &earlier)
+			return err
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		c.Turn = t
@@ -93,11 +99,12 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			c.State = ClaimFinished
 			return nil
 		}
+		var err error
 		switch {
 		case earlier:
 			c.State = ClaimWaiting
 			return nil
-		case leaseLive:
+		case l.Live:
 			c.State = ClaimBusy
 			return nil
 		case t.CancelRequested && t.Status == TurnQueued:
@@ -111,29 +118,52 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			return err
 		}
 		c.State = ClaimRun
-		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: token + 1, Human: t.Author}
-		b := &pgx.Batch{}
+		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: l.Token + 1, Human: t.Author}
+		// One more round trip: the lease and the started output's cursor
+		// (the row is locked, so the cursor read above is still the next
+		// one) in the session row's one UPDATE, then the rest.
+		var started []Output
+		if t.StartedAt == nil {
+			started = []Output{{Turn: t.ID, Type: OutputStarted}}
+		}
+		b = &pgx.Batch{}
 		b.Queue(`UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
-			lease_expires_at = now() + $4::interval WHERE id = $1`, t.Session, owner, c.Fence.Token, lease.String())
+			lease_expires_at = now() + $4::interval, next_cursor = next_cursor + $5 WHERE id = $1`,
+			t.Session, owner, c.Fence.Token, lease.String(), len(started))
 		b.Queue(`UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
 			started_at = COALESCE(started_at, now()) WHERE id = $1`, t.ID)
+		if c.Outputs, err = queueOutputs(b, t.Session, l.Cursor, l.At, started); err != nil {
+			return err
+		}
+		b.Queue(sessionSelect+` WHERE s.id = $1`, t.Session).QueryRow(func(row pgx.Row) (err error) {
+			c.Session, err = scanSession(row)
+			return err
+		})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		if t.StartedAt == nil {
-			c.Outputs, err = appendOutputs(ctx, tx, t.Session, Output{Turn: t.ID, Type: OutputStarted})
-			if err != nil {
-				return err
-			}
-		}
 		c.Turn.Status, c.Turn.Attempts = TurnRunning, t.Attempts+1
-		c.Session, err = scanSession(tx.QueryRow(ctx, sessionSelect+` WHERE s.id = $1`, t.Session))
-		return err
+		return nil
 	})
 	if err != nil {
 		return Claim{}, fmt.Errorf("store: claim turn: %w", err)
 	}
 	return c, nil
+}
+
+// claimLease is the session's lease as a claim reads it under the row
+// lock, with the session's next output cursor and the transaction's time.
+type claimLease struct {
+	Live   bool
+	Token  int64
+	Cursor int64
+	At     time.Time
+}
+
+func scanClaimLease(row pgx.Row) (claimLease, error) {
+	var l claimLease
+	err := row.Scan(&l.Live, &l.Token, &l.Cursor, &l.At)
+	return l, err
 }
 
 // fenced runs fn in a transaction that holds the session row, if and only

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TurnOutcome is how a turn ends: its final status, the text of its done
@@ -49,15 +51,19 @@ func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, o TurnOutcome) ([]Output
 	// runs (it enqueues its successor when it ends). It is marked enqueued
 	// here; if the enqueue is lost, the sweeper finds it by its age.
 	var next string
-	err = tx.QueryRow(ctx, `UPDATE planner_turns SET enqueued_at = now() WHERE id = (
-			SELECT id FROM planner_turns WHERE session_id = $1 AND status = 'queued' ORDER BY position LIMIT 1)
-		AND NOT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running')
-		RETURNING id`, t.Session).Scan(&next)
+	err = tx.QueryRow(ctx, nextTurnEnqueue, t.Session).Scan(&next)
 	if err != nil && err != pgx.ErrNoRows {
 		return nil, "", err
 	}
 	return outs, next, nil
 }
+
+// nextTurnEnqueue marks the session's next queued turn enqueued, unless a
+// turn still runs, and returns it.
+const nextTurnEnqueue = `UPDATE planner_turns SET enqueued_at = now() WHERE id = (
+			SELECT id FROM planner_turns WHERE session_id = $1 AND status = 'queued' ORDER BY position LIMIT 1)
+		AND NOT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running')
+		RETURNING id`
 
 // FinishTurn ends the running turn with its outcome: status done, cancelled
 // or failed, the done output's reason, and an error output first when
@@ -66,24 +72,94 @@ func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, o TurnOutcome) ([]Output
 func (db *DB) FinishTurn(ctx context.Context, f Fence, o TurnOutcome, last *Message) ([]Output, string, error) {
 	var outs []Output
 	var next string
-	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
-		var stored []Output
-		if last != nil {
-			var err error
-			if _, stored, err = appendMessage(ctx, tx, f, *last); err != nil {
-				return err
-			}
-		}
-		t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, f.Turn))
-		if err != nil {
-			return err
-		}
-		outs, next, err = finishTurn(ctx, tx, t, o)
-		outs = append(stored, outs...)
+	err := db.Tx(ctx, func(tx pgx.Tx) (err error) {
+		outs, next, err = finishFenced(ctx, tx, f, o, last)
 		return err
 	})
+	if errors.Is(err, errTurnNotRunning) {
+		// The lease's turn is not running: end it the long way, which
+		// reads the turn first and never writes a second done.
+		err = db.fenced(ctx, f, func(tx pgx.Tx) error {
+			var stored []Output
+			if last != nil {
+				var err error
+				if _, stored, err = appendMessage(ctx, tx, f, *last); err != nil {
+					return err
+				}
+			}
+			t, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns WHERE id = $1`, f.Turn))
+			if err != nil {
+				return err
+			}
+			outs, next, err = finishTurn(ctx, tx, t, o)
+			outs = append(stored, outs...)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("store: finish turn: %w", err)
+	}
+	return outs, next, nil
+}
+
+// errTurnNotRunning rolls finishFenced back when the lease's turn is not
+// running after all.
+var errTurnNotRunning = errors.New("store: the lease's turn is not running")
+
+// finishFenced ends the lease's running turn in two round trips: the
+// session row's one UPDATE (fence, seq and cursors, the lease released),
+// then one batch with the last message, the turn's end, its outputs and the
+// session's next turn marked enqueued. errTurnNotRunning, and nothing
+// written, when the turn is not running.
+func finishFenced(ctx context.Context, tx pgx.Tx, f Fence, o TurnOutcome, last *Message) ([]Output, string, error) {
+	var outs []Output
+	w := sessionWrite{Release: true}
+	rounds := 0
+	if last != nil {
+		w.Messages = 1
+		outs = append(outs, Output{Turn: f.Turn, Type: OutputMessage})
+		if last.Role == "assistant" {
+			rounds = 1
+		}
+	}
+	if o.Err != "" {
+		outs = append(outs, Output{Turn: f.Turn, Type: OutputError, Text: o.Err})
+	}
+	outs = append(outs, Output{Turn: f.Turn, Type: OutputDone, Text: o.Reason})
+	w.Outputs = len(outs)
+	s, err := writeSession(ctx, tx, f, w)
+	if err != nil {
+		return nil, "", err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE planner_turns SET status = $2, done_reason = $3, finished_at = now(), rounds = rounds + $4
+		WHERE id = $1 AND status = 'running'`, f.Turn, string(o.Status), o.Reason, rounds).
+		Exec(func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() != 1 {
+				return errTurnNotRunning
+			}
+			return nil
+		})
+	var m Message
+	if last != nil {
+		m = queueMessage(b, f, s, *last, false)
+		outs[0].Seq = m.Seq
+	}
+	if outs, err = queueOutputs(b, f.Session, s.Cursor, s.At, outs); err != nil {
+		return nil, "", err
+	}
+	var next string
+	b.Queue(nextTurnEnqueue, f.Session).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&next); err != nil && err != pgx.ErrNoRows {
+			return err
+		}
+		return nil
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, "", err
+	}
+	if last != nil {
+		outs[0].Role, outs[0].Content = m.Role, m.Content // published with the message, as a read joins them
 	}
 	return outs, next, nil
 }

@@ -70,19 +70,58 @@ end
 return redis.call('PUBLISH', ARGV[1], msg)
 `)
 
-// publish sends one output on its session's channel through the scripts.
-func (p *Publisher) publish(ctx context.Context, o store.Output) error {
+// publishArgs are the script, keys and arguments that publish o.
+func (p *Publisher) publishArgs(o store.Output) (*redis.Script, []string, []any, error) {
 	b, err := json.Marshal(o)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	keys := []string{p.names.PartialKey(o.Session), p.names.PartialTextKey(o.Session)}
 	ttl := strconv.FormatInt(partialTTL.Milliseconds(), 10)
 	ch := p.names.SessionChannel(o.Session)
 	if o.Type == store.OutputText {
-		return publishText.Run(ctx, p.rdb, keys, ch, b, o.Turn, o.Text, ttl).Err()
+		return publishText, keys, []any{ch, b, o.Turn, o.Text, ttl}, nil
 	}
-	return publishStored.Run(ctx, p.rdb, keys, ch, b, o.Turn, o.Cursor, o.Type, ttl).Err()
+	return publishStored, keys, []any{ch, b, o.Turn, o.Cursor, o.Type, ttl}, nil
+}
+
+// publish sends one output on its session's channel through the scripts.
+func (p *Publisher) publish(ctx context.Context, o store.Output) error {
+	script, keys, args, err := p.publishArgs(o)
+	if err != nil {
+		return err
+	}
+	return script.Run(ctx, p.rdb, keys, args...).Err()
+}
+
+// publishAll sends outs in one round trip, in order, and returns each
+// one's error. A pipeline carries each script whole (EVAL, which Redis
+// caches by its digest): a script missing from the cache there could not
+// be sent again without the outputs after it going first.
+func (p *Publisher) publishAll(ctx context.Context, outs []store.Output) []error {
+	errs := make([]error, len(outs))
+	if len(outs) == 1 {
+		errs[0] = p.publish(ctx, outs[0])
+		return errs
+	}
+	cmds := make([]*redis.Cmd, len(outs))
+	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, o := range outs {
+			script, keys, args, err := p.publishArgs(o)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			cmds[i] = script.Eval(ctx, pipe, keys, args...)
+		}
+		return nil
+	})
+	for i, cmd := range cmds {
+		if cmd != nil {
+			errs[i] = cmd.Err()
+		}
+	}
+	return errs
 }
 
 // partial is a session's running round as stored: the turn, the cursor the

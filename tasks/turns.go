@@ -198,13 +198,13 @@ func NewPublisher(rdb redis.UniversalClient, names Names, log *slog.Logger) *Pub
 	return &Publisher{rdb: rdb, names: names, log: log}
 }
 
-// Publish sends outputs in order, and keeps the running round's text so far
-// beside them for watchers that join mid-round. Pub/sub is at-most-once: a
-// watcher that misses one replays it from Postgres by cursor, so a failure
-// is logged, not returned.
+// Publish sends outputs in order, in one round trip, and keeps the running
+// round's text so far beside them for watchers that join mid-round. Pub/sub
+// is at-most-once: a watcher that misses one replays it from Postgres by
+// cursor, so a failure is logged, not returned.
 func (p *Publisher) Publish(ctx context.Context, outs ...store.Output) {
-	for _, o := range outs {
-		if err := p.publish(ctx, o); err != nil {
+	for i, err := range p.publishAll(ctx, outs) {
+		if o := outs[i]; err != nil {
 			p.log.WarnContext(ctx, "publish output", slog.String("session", o.Session),
 				slog.String("turn", o.Turn), slog.String("type", o.Type), slog.Any("error", err))
 		}
