@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -140,6 +141,12 @@ const MaxMessageRunes = 100000
 // (tracker.write; humans only). A turnID already sent to this session
 // returns that turn again, so a retried send is not a second turn. Position
 // is the number of the session's turns ahead of it.
+//
+// The transaction writes the session row once: one UPDATE takes its lock
+// and allocates the message seq, the turn's position and the queued
+// output's cursor; the limit check and the inserts follow in one pipelined
+// batch. Queue limits read the counters of planner_queue.go; with none set,
+// nothing is counted.
 func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, turnID string, lim QueueLimits) (SendResult, error) {
 	if caller.Actor.Kind != ActorHuman {
 		return SendResult{}, Errorf(CodeForbidden, "only a human may send planner messages")
@@ -160,80 +167,130 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 	if err != nil {
 		return SendResult{}, err
 	}
+	for attempt := 1; ; attempt++ {
+		res, err := db.send(ctx, caller, s, text, turnID, lim)
+		// Another send took the turn id at the same moment (a retry in this
+		// session, or the same client id in another): the next attempt sees
+		// that turn committed.
+		if err != nil && attempt < maxSendAttempts && (isUniqueViolation(err, "planner_turns_pkey") ||
+			isUniqueViolation(err, "planner_turns_client_turn_idx")) {
+			continue
+		}
+		if err != nil {
+			return SendResult{}, fmt.Errorf("store: send message: %w", err)
+		}
+		return res, nil
+	}
+}
+
+// maxSendAttempts bounds the transactions of one send that lost a race for
+// its turn id.
+const maxSendAttempts = 3
+
+// errAlreadySent rolls back a send whose turn was sent before.
+var errAlreadySent = errors.New("turn already sent")
+
+// sendSession locks the session row and allocates, in one write, the seq of
+// the message, the position of the turn and the cursor of its queued
+// output; it also finds a turn this session already sent with the client's
+// turn id ($2), and whether another session's turn has that id. Those two
+// are read as of the statement's start: a send racing for the same id is
+// caught by the unique indexes instead, and retried.
+const sendSession = `UPDATE planner_sessions SET next_seq = next_seq + 1, next_turn = next_turn + 1,
+	next_cursor = next_cursor + 1, last_active_at = now(), updated_at = now()
+	WHERE id = $1
+	RETURNING next_seq - 1, next_turn - 1, next_cursor - 1, now(),
+		(SELECT t.id::text FROM planner_turns t WHERE t.session_id = $1 AND t.client_turn_id = $2),
+		EXISTS (SELECT 1 FROM planner_turns t WHERE t.id = $2)`
+
+// sendAllocation is what sendSession returns.
+type sendAllocation struct {
+	seq, position, cursor int64
+	at                    time.Time
+	// sent is the turn this session already sent with the client's id.
+	sent *string
+	// taken is true when a turn of another session has the client's id.
+	taken bool
+}
+
+func scanSendAllocation(row pgx.Row) (sendAllocation, error) {
+	var a sendAllocation
+	err := row.Scan(&a.seq, &a.position, &a.cursor, &a.at, &a.sent, &a.taken)
+	return a, err
+}
+
+// sendTurn inserts the turn, counting the session's open turns ahead of it
+// under the session lock. A turn with nothing ahead is enqueued right after
+// commit, and marked so here; if that enqueue is lost, the sweeper finds it
+// by its age.
+const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
+		WHERE session_id = $2 AND status IN ('queued', 'running'))
+	INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at, client_turn_id)
+	SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, $7 FROM ahead
+	RETURNING (SELECT n FROM ahead)`
+
+// sendQueuedOutput stores the queued output; its position is the count of
+// open turns ahead, as sendTurn found it.
+const sendQueuedOutput = `INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
+	VALUES ($1, $2, $3, $4, $5::jsonb || jsonb_build_object('position', (SELECT count(*) FROM planner_turns
+		WHERE session_id = $1 AND position < $6 AND status IN ('queued', 'running'))), $7)`
+
+// send is one transaction of SendMessage.
+func (db *DB) send(ctx context.Context, caller Caller, s Session, text, turnID string, lim QueueLimits) (SendResult, error) {
 	var res SendResult
-	err = db.Tx(ctx, func(tx pgx.Tx) error {
-		var nextSeq, nextTurn int64
-		if err := tx.QueryRow(ctx, `SELECT next_seq, next_turn FROM planner_sessions WHERE id = $1 FOR UPDATE`,
-			s.ID).Scan(&nextSeq, &nextTurn); err != nil {
-			return err
-		}
-		if prev, err := scanTurn(tx.QueryRow(ctx, `SELECT `+turnColumns+` FROM planner_turns
-			WHERE session_id = $1 AND client_turn_id = $2`, s.ID, turnID)); err == nil {
-			res = SendResult{Seq: prev.MessageSeq, Turn: prev.ID, Existing: true}
-			return tx.QueryRow(ctx, `SELECT count(*) FROM planner_turns WHERE session_id = $1
-				AND position < $2 AND status IN ('queued', 'running')`, s.ID, prev.Position).Scan(&res.Position)
-		} else if err != pgx.ErrNoRows {
-			return err
-		}
-		var inProject, total int
-		var ahead int64
-		// Each count reads its own partial index.
-		if err := tx.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM planner_turns WHERE project_id = $1 AND status = 'queued'),
-				(SELECT count(*) FROM planner_turns WHERE status = 'queued'),
-				(SELECT count(*) FROM planner_turns WHERE session_id = $2 AND status IN ('queued', 'running'))`,
-			s.ProjectID, s.ID).Scan(&inProject, &total, &ahead); err != nil {
-			return err
-		}
-		if lim.PerProject > 0 && inProject >= lim.PerProject {
-			return Errorf(CodeExhausted, "project %s already has %d queued planner turns (server.max_queued_turns_per_project); wait for some to finish", s.Project, inProject)
-		}
-		if lim.Total > 0 && total >= lim.Total {
-			return Errorf(CodeExhausted, "the planner queue is full (%d queued turns, server.max_queued_turns); try again shortly", total)
-		}
-		author := caller.Principal.Subject
-		content := []Block{{Type: BlockText, Text: text}}
-		// A turn with nothing ahead is enqueued right after commit, and marked
-		// so here; if that enqueue is lost, the sweeper finds it by its age.
-		// The turn takes the client's id unless another session's turn has it.
-		clientID := turnID
-		for {
-			tag, err := tx.Exec(ctx, `INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at, client_turn_id)
-				VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END, $8) ON CONFLICT (id) DO NOTHING`,
-				turnID, s.ID, s.ProjectID, nextTurn, nextSeq, author, ahead == 0, clientID)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 1 {
-				break
-			}
-			turnID = uuid.NewString()
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
-			VALUES ($1, $2, 'user', $3, $4, $5)`, s.ID, nextSeq, content, author, turnID); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE planner_sessions SET next_seq = next_seq + 1, next_turn = next_turn + 1,
-			last_active_at = now(), updated_at = now() WHERE id = $1`, s.ID); err != nil {
-			return err
-		}
-		if _, err := AppendEvent(ctx, tx, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,
-			Type: "planner.message", EntityType: "planner_session", EntityID: s.ID, Actor: caller.Actor,
-			Payload: MustJSON(map[string]any{"seq": nextSeq, "role": "user", "turn": turnID})}); err != nil {
-			return err
-		}
-		pos := ahead
-		outs, err := appendOutputs(ctx, tx, s.ID, Output{Turn: turnID, Type: OutputQueued, Position: &pos})
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
+		a, err := scanSendAllocation(tx.QueryRow(ctx, sendSession, s.ID, turnID))
 		if err != nil {
 			return err
 		}
-		res = SendResult{Seq: nextSeq, Turn: turnID, Position: ahead, Queued: outs[0], Head: ahead == 0}
+		if a.sent != nil {
+			res = SendResult{Turn: *a.sent, Existing: true}
+			if err := tx.QueryRow(ctx, `SELECT t.message_seq, (SELECT count(*) FROM planner_turns o
+				WHERE o.session_id = t.session_id AND o.position < t.position AND o.status IN ('queued', 'running'))
+				FROM planner_turns t WHERE t.id = $1`, *a.sent).Scan(&res.Seq, &res.Position); err != nil {
+				return err
+			}
+			return errAlreadySent
+		}
+		// The turn takes the client's id unless another session's turn has it.
+		id := turnID
+		if a.taken {
+			id = uuid.NewString()
+		}
+		seq, position, cursor, at := a.seq, a.position, a.cursor, a.at
+		author := caller.Principal.Subject
+		b := &pgx.Batch{}
+		var counts queueCounts
+		if lim.limited() {
+			queueQueuedCounts(b, s.ProjectID, &counts)
+		}
+		var ahead int64
+		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&ahead)
+		})
+		b.Queue(`INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
+			VALUES ($1, $2, 'user', $3, $4, $5)`, s.ID, seq, []Block{{Type: BlockText, Text: text}}, author, id)
+		if _, err := AppendEvent(ctx, batchQuerier{b}, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,
+			Type: "planner.message", EntityType: "planner_session", EntityID: s.ID, Actor: caller.Actor,
+			Payload: MustJSON(map[string]any{"seq": seq, "role": "user", "turn": id})}); err != nil {
+			return err
+		}
+		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued}
+		b.Queue(sendQueuedOutput, s.ID, cursor, id, OutputQueued, out, position, at)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if err := lim.check(s, counts); err != nil {
+			return err
+		}
+		out.Position, out.CreatedAt = &ahead, at
+		res = SendResult{Seq: seq, Turn: id, Position: ahead, Queued: out, Head: ahead == 0}
 		return nil
 	})
-	if err != nil {
-		return SendResult{}, fmt.Errorf("store: send message: %w", err)
+	if errors.Is(err, errAlreadySent) {
+		return res, nil
 	}
-	return res, nil
+	return res, err
 }
 
 // appendOutputs stores outputs with the session's next cursors. The caller's
