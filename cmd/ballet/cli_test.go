@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,24 +23,33 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
-// commandsOf is every command of the tree that a user sees (root first),
-// with the arguments that name it.
+// commandsOf is every command of the tree that a user sees (root first).
+// Each is taken from a tree of its own: cobra fills a command's flag sets
+// lazily, from its parents', so parallel subtests must not share a tree.
 func commandsOf(t *testing.T) []*cobra.Command {
 	t.Helper()
-	var all []*cobra.Command
+	var paths [][]string
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.Hidden {
 			return
 		}
-		all = append(all, c)
+		paths = append(paths, argsOf(c))
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}
 	}
 	walk(newRootCmd(io.Discard, io.Discard))
-	if len(all) < 30 {
-		t.Fatalf("only %d commands in the tree", len(all))
+	if len(paths) < 30 {
+		t.Fatalf("only %d commands in the tree", len(paths))
+	}
+	all := make([]*cobra.Command, 0, len(paths))
+	for _, path := range paths {
+		c, _, err := newRootCmd(io.Discard, io.Discard).Find(path)
+		if err != nil || !slices.Equal(argsOf(c), path) {
+			t.Fatalf("find %v in a new tree: %v, %v", path, c, err)
+		}
+		all = append(all, c)
 	}
 	return all
 }
