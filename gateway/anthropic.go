@@ -49,7 +49,7 @@ func anthropicRequest(ctx context.Context, c *call, path string) (*http.Request,
 }
 
 func (anthropicProvider) events(_ *call, body io.ReadCloser) eventSource {
-	return &anthropicEvents{r: sse.NewReader(body), body: body}
+	return &anthropicEvents{s: sse.NewSplitter(body), body: body}
 }
 
 func (anthropicProvider) message(_ *call, body []byte) ([]byte, error) {
@@ -65,26 +65,34 @@ func (anthropicProvider) message(_ *call, body []byte) ([]byte, error) {
 	return body, nil
 }
 
-// anthropicEvents reads an Anthropic stream; the first event must be JSON,
-// so an answer that is not a stream at all is caught before the caller sees it.
+// anthropicEvents reads an Anthropic stream as it came, event by event,
+// undecoded; the first event with data must be JSON, so an answer that is
+// not a stream at all is caught before the caller sees it. Comments before
+// it are dropped; after it every event passes.
 type anthropicEvents struct {
-	r       *sse.Reader
+	s       *sse.Splitter
 	body    io.ReadCloser
 	started bool
 }
 
-func (a *anthropicEvents) next() (sse.Event, error) {
-	ev, err := a.r.Next()
-	if err != nil {
-		return ev, err
-	}
-	if !a.started {
+func (a *anthropicEvents) next() (sse.Raw, error) {
+	for {
+		ev, err := a.s.Next()
+		if err != nil || a.started {
+			return ev, err
+		}
+		data := ev.Data()
+		if len(data) == 0 {
+			continue
+		}
 		a.started = true
-		if !json.Valid(ev.Data) {
+		if !json.Valid(data) {
 			return ev, fmt.Errorf("%w: first event %q is not JSON", errMalformed, ev.Name)
 		}
+		return ev, nil
 	}
-	return ev, nil
 }
+
+func (a *anthropicEvents) buffered() bool { return a.s.Buffered() }
 
 func (a *anthropicEvents) close() { a.body.Close() }

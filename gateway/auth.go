@@ -99,7 +99,7 @@ func (s *Server) authorize(r *http.Request) (llm.Principal, *refusal) {
 		return llm.Principal{}, refuse(http.StatusUnauthorized, llm.ErrAuthentication,
 			"missing gateway token: send it as Authorization: Bearer <token> or x-api-key")
 	}
-	p, err := llm.VerifyToken(s.signingKey, token)
+	p, err := s.tokens.verify(s.signingKey, token)
 	if err != nil {
 		return llm.Principal{}, refuse(http.StatusUnauthorized, llm.ErrAuthentication, err.Error())
 	}

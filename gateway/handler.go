@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/balletplanner/ballet/gateway/internal/sse"
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
@@ -122,56 +120,6 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	s.finish(ctx, p, sc, c, res, reqID, status, u, estimated, time.Since(start))
 }
 
-// relay forwards a stream event by event, flushing each, and returns the
-// status to record. Once the first byte went out nothing is retried: a
-// broken upstream is reported in the stream as an error event.
-func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider string, ans *answer, m *meter) int {
-	defer ans.src.close()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	out := sse.NewWriter(w)
-	ev := ans.first
-	stopped := false
-	for {
-		if ev.Name == "error" {
-			_, ev.Data = streamErrorBody(provider, ev.Data)
-		}
-		m.observe(ev)
-		// Nothing follows message_stop or an error event: stop reading, so
-		// that a caller who leaves at once is not recorded as gone.
-		stopped = stopped || ev.Name == "message_stop" || ev.Name == "error"
-		if err := out.Write(ev); err != nil {
-			return statusClientClosed
-		}
-		if stopped {
-			break
-		}
-		var err error
-		ev, err = ans.src.next()
-		if errors.Is(err, io.EOF) && (stopped || m.errType != "") {
-			break
-		}
-		if err == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			return statusClientClosed
-		}
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		out.Write(sse.Event{Name: "error", Data: errorJSON(llm.ErrAPI, "upstream stream broke off: "+err.Error())}) //nolint:errcheck
-		return http.StatusBadGateway
-	}
-	if m.errType != "" {
-		return statusForErrorType(m.errType)
-	}
-	return http.StatusOK
-}
-
 // finish settles the reservation, counts the call and queues its usage row.
 func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call, res *reservation, reqID string, status int, u llm.Usage, estimated bool, took time.Duration) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -187,6 +135,9 @@ func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
 		Estimated: estimated, DurationMS: int(took.Milliseconds()), CreatedAt: time.Now(),
 	})
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
 	attrs := []slog.Attr{slog.String("request_id", reqID)}
 	if id := callerRequestID(ctx); id != "" {
 		attrs = append(attrs, slog.String("caller_request_id", id))

@@ -73,7 +73,7 @@ func (m *upstreamMetrics) timed(src eventSource, provider string, start time.Tim
 	return &timedSource{eventSource: src, end: func() { m.done(provider, start) }}
 }
 
-func (t *timedSource) next() (sse.Event, error) {
+func (t *timedSource) next() (sse.Raw, error) {
 	ev, err := t.eventSource.next()
 	if err != nil {
 		t.once.Do(t.end)

@@ -20,7 +20,7 @@ type openaiEvents struct {
 	body  io.ReadCloser
 	model string
 
-	queue      []sse.Event
+	queue      []sse.Raw
 	started    bool
 	done       bool
 	blockIndex int // the open block, -1 for none
@@ -49,17 +49,35 @@ type oaChunk struct {
 	} `json:"error"`
 }
 
+// blockDelta is a content_block_delta, the event most often emitted: a
+// struct encodes faster than a map.
+type blockDelta struct {
+	Type  string    `json:"type"`
+	Index int       `json:"index"`
+	Delta deltaBody `json:"delta"`
+}
+
+type deltaBody struct {
+	Type        string  `json:"type"`
+	Text        *string `json:"text,omitempty"`
+	PartialJSON *string `json:"partial_json,omitempty"`
+}
+
 func (o *openaiEvents) emit(name string, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err) // only maps and plain structs are emitted
 	}
-	o.queue = append(o.queue, sse.Event{Name: name, Data: b})
+	o.queue = append(o.queue, sse.Raw{Name: name, Bytes: sse.AppendEvent(make([]byte, 0, len(b)+len(name)+16), sse.Event{Name: name, Data: b})})
 }
 
 func (o *openaiEvents) close() { o.body.Close() }
 
-func (o *openaiEvents) next() (sse.Event, error) {
+// buffered reports whether translated events are queued; the relay
+// flushes once the events of each chunk are written.
+func (o *openaiEvents) buffered() bool { return len(o.queue) > 0 }
+
+func (o *openaiEvents) next() (sse.Raw, error) {
 	for {
 		if len(o.queue) > 0 {
 			ev := o.queue[0]
@@ -67,29 +85,29 @@ func (o *openaiEvents) next() (sse.Event, error) {
 			return ev, nil
 		}
 		if o.done {
-			return sse.Event{}, io.EOF
+			return sse.Raw{}, io.EOF
 		}
 		ev, err := o.r.Next()
 		if errors.Is(err, io.EOF) {
 			if o.finish == "" {
-				return sse.Event{}, io.ErrUnexpectedEOF
+				return sse.Raw{}, io.ErrUnexpectedEOF
 			}
 			o.finalize()
 			continue
 		}
 		if err != nil {
-			return sse.Event{}, err
+			return sse.Raw{}, err
 		}
 		if bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]")) {
 			if !o.started {
-				return sse.Event{}, fmt.Errorf("%w: [DONE] before any chunk", errMalformed)
+				return sse.Raw{}, fmt.Errorf("%w: [DONE] before any chunk", errMalformed)
 			}
 			o.finalize()
 			continue
 		}
 		var ch oaChunk
 		if err := json.Unmarshal(ev.Data, &ch); err != nil {
-			return sse.Event{}, fmt.Errorf("%w: chunk is not JSON: %w", errMalformed, err)
+			return sse.Raw{}, fmt.Errorf("%w: chunk is not JSON: %w", errMalformed, err)
 		}
 		o.translate(&ch)
 	}
@@ -124,8 +142,8 @@ func (o *openaiEvents) translate(ch *oaChunk) {
 			o.closeBlock()
 			o.openBlock(true, map[string]any{"type": llm.BlockText, "text": ""})
 		}
-		o.emit("content_block_delta", map[string]any{"type": "content_block_delta", "index": o.blockIndex,
-			"delta": map[string]any{"type": "text_delta", "text": *t}})
+		o.emit("content_block_delta", blockDelta{Type: "content_block_delta", Index: o.blockIndex,
+			Delta: deltaBody{Type: "text_delta", Text: t}})
 	}
 	for _, tc := range c.Delta.ToolCalls {
 		idx := 0
@@ -141,8 +159,8 @@ func (o *openaiEvents) translate(ch *oaChunk) {
 			o.toolBlocks[idx] = block
 		}
 		if tc.Function.Arguments != "" {
-			o.emit("content_block_delta", map[string]any{"type": "content_block_delta", "index": block,
-				"delta": map[string]any{"type": "input_json_delta", "partial_json": tc.Function.Arguments}})
+			o.emit("content_block_delta", blockDelta{Type: "content_block_delta", Index: block,
+				Delta: deltaBody{Type: "input_json_delta", PartialJSON: &tc.Function.Arguments}})
 		}
 	}
 	if c.FinishReason != nil && *c.FinishReason != "" {

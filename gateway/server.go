@@ -37,6 +37,7 @@ type Server struct {
 	cfg        Config
 	log        *slog.Logger
 	signingKey []byte
+	tokens     tokenCache
 	http       *http.Client
 	providers  map[string]provider
 	metrics    *metrics

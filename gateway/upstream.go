@@ -29,9 +29,12 @@ type call struct {
 	openaiReq []byte // the translated body, for openai
 }
 
-// eventSource yields the Anthropic events of a streamed answer.
+// eventSource yields the Anthropic events of a streamed answer, framed.
 type eventSource interface {
-	next() (sse.Event, error) // io.EOF at the clean end
+	next() (sse.Raw, error) // io.EOF at the clean end
+	// buffered reports whether next returns without waiting for the
+	// upstream: the relay flushes when it does not.
+	buffered() bool
 	close()
 }
 
@@ -52,7 +55,7 @@ type provider interface {
 // event read, a JSON message, or an error answer to pass to the caller.
 type answer struct {
 	src   eventSource
-	first sse.Event
+	first sse.Raw
 
 	body []byte
 
@@ -165,7 +168,7 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 			// An error before anything reached the caller: answer it with its
 			// status, and retry it like one.
 			src.close()
-			typ, body := streamErrorBody(c.provider, first.Data)
+			typ, body := streamErrorBody(c.provider, first.Data())
 			status := statusForErrorType(typ)
 			return &answer{status: status, errBody: body}, retryableStatus(status), 0, nil
 		}

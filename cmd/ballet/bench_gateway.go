@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -43,7 +44,7 @@ answers:
 const benchRequestBody = `{"model":"claude-bench","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
 
 func newBenchGatewayCmd() *cobra.Command {
-	var path, conc string
+	var path, conc, profile string
 	var requests int
 	c := &cobra.Command{
 		Use:   "gateway",
@@ -53,20 +54,23 @@ configured Postgres for credentials and metering; a throwaway organization
 and project are created and deleted again), then streams the same answer
 directly from the fake and through the gateway at each concurrency, and
 prints p50/p95/p99 of the latency and the time to first byte of each, side
-by side with their ratio and the latency the gateway adds.`,
+by side with their ratio and the latency the gateway adds; then the CPU
+time of this process per call (getrusage: client, fake and, through the
+gateway, the gateway too) of each target and their ratio.`,
 		Example: "  ballet bench gateway --concurrency 1,50,200 --requests 2000",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchGateway(cmd.Context(), path, conc, requests, cmd.OutOrStdout())
+			return benchGateway(cmd.Context(), path, conc, requests, profile, cmd.OutOrStdout())
 		},
 	}
 	addConfigFlag(c, &path)
 	c.Flags().StringVar(&conc, "concurrency", "1,200", "concurrent streams, comma-separated levels")
 	c.Flags().IntVar(&requests, "requests", 1000, "calls per target and level (raised to the level when lower)")
+	c.Flags().StringVar(&profile, "cpu-profile", "", "write CPU profiles of the calls through the gateway to `PATH`.<streams>.<round> (go tool pprof merges them)")
 	return c
 }
 
 // benchGateway is `ballet bench gateway`.
-func benchGateway(ctx context.Context, path, conc string, requests int, out io.Writer) error {
+func benchGateway(ctx context.Context, path, conc string, requests int, profile string, out io.Writer) error {
 	levels, err := parseCounts("--concurrency", conc)
 	if err != nil {
 		return err
@@ -84,10 +88,12 @@ func benchGateway(ctx context.Context, path, conc string, requests int, out io.W
 		return fmt.Errorf("bench gateway: %w", err)
 	}
 	defer env.close()
+	env.profile = profile
 
 	fmt.Fprintf(out, "gateway bench: %d streamed calls per target and level; GOMAXPROCS=%d; %s/%s\n\n",
 		requests, goruntime.GOMAXPROCS(0), goruntime.GOOS, goruntime.GOARCH)
 	var rows []benchRow
+	var cpus []cpuRow
 	for _, c := range levels {
 		n := max(requests, c)
 		direct, viaGateway, err := env.measure(ctx, c, n)
@@ -97,8 +103,14 @@ func benchGateway(ctx context.Context, path, conc string, requests int, out io.W
 		rows = append(rows,
 			benchRow{streams: c, metric: "latency", direct: quantilesOf(direct.total), gateway: quantilesOf(viaGateway.total)},
 			benchRow{streams: c, metric: "TTFB", direct: quantilesOf(direct.ttfb), gateway: quantilesOf(viaGateway.ttfb)})
+		cpus = append(cpus, cpuRow{streams: c, direct: direct, gateway: viaGateway})
+		if env.profile != "" {
+			fmt.Fprintf(out, "%d streams: CPU profiles of the calls through the gateway in %s.%d.*\n", c, env.profile, c)
+		}
 	}
 	writeGatewayTable(out, rows)
+	fmt.Fprintln(out)
+	writeCPUTable(out, cpus)
 	return nil
 }
 
@@ -114,6 +126,8 @@ type gatewayBench struct {
 	orgID   string
 	client  *http.Client
 	cleanup []func()
+	// profile is the --cpu-profile path, "" for none.
+	profile string
 }
 
 func benchHex(n int) string {
@@ -205,8 +219,12 @@ func (e *gatewayBench) close() {
 	e.cleanup = nil
 }
 
-// benchSamples are the latencies and times to first byte of one target.
-type benchSamples struct{ total, ttfb []time.Duration }
+// benchSamples are the latencies and times to first byte of one target,
+// with the process's CPU time and the wall time its rounds took.
+type benchSamples struct {
+	total, ttfb []time.Duration
+	cpu, wall   time.Duration
+}
 
 // call streams one answer from base and times it.
 func (e *gatewayBench) call(ctx context.Context, base string) (ttfb, total time.Duration, err error) {
@@ -250,6 +268,13 @@ func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *ben
 		jobs <- struct{}{}
 	}
 	close(jobs)
+	start, cpu := time.Now(), processCPU()
+	if into != nil {
+		defer func() {
+			into.cpu += processCPU() - cpu
+			into.wall += time.Since(start)
+		}()
+	}
 	for range c {
 		wg.Go(func() {
 			for range jobs {
@@ -288,7 +313,8 @@ func (e *gatewayBench) measure(ctx context.Context, c, n int) (direct, viaGatewa
 		if err := e.run(ctx, e.fake.URL(), c, share, &direct); err != nil {
 			return direct, viaGateway, fmt.Errorf("direct: %w", err)
 		}
-		if err := e.run(ctx, e.gwURL, c, share, &viaGateway); err != nil {
+		err := e.profiled(c, r, func() error { return e.run(ctx, e.gwURL, c, share, &viaGateway) })
+		if err != nil {
 			return direct, viaGateway, fmt.Errorf("gateway: %w", err)
 		}
 		if ctx.Err() != nil {
@@ -299,6 +325,30 @@ func (e *gatewayBench) measure(ctx context.Context, c, n int) (direct, viaGatewa
 		return direct, viaGateway, errors.New("no call succeeded")
 	}
 	return direct, viaGateway, nil
+}
+
+// profiled runs f, one round of calls through the gateway at c streams,
+// under the CPU profiler when --cpu-profile is set: each round in a file of
+// its own, PATH.<streams>.<round> (go tool pprof merges the files it is
+// given).
+func (e *gatewayBench) profiled(c, round int, f func() error) error {
+	if e.profile == "" {
+		return f()
+	}
+	file, err := os.Create(fmt.Sprintf("%s.%d.%d", e.profile, c, round))
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	defer file.Close()
+	if err := pprof.StartCPUProfile(file); err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	err = f()
+	pprof.StopCPUProfile()
+	if cerr := file.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("--cpu-profile: %w", cerr)
+	}
+	return err
 }
 
 func btoi(b bool) int {
@@ -332,4 +382,36 @@ func writeGatewayTable(w io.Writer, rows []benchRow) {
 			ratio(r.gateway.p50, r.direct.p50), ratio(r.gateway.p95, r.direct.p95), ratio(r.gateway.p99, r.direct.p99),
 			ms(r.gateway.p50-r.direct.p50))
 	}
+}
+
+// cpuRow is the CPU time per call of both targets at one concurrency.
+type cpuRow struct {
+	streams         int
+	direct, gateway benchSamples
+}
+
+// writeCPUTable prints the process's CPU time per call of each target (the
+// client and the fake upstream in both, the gateway too in the second),
+// their ratio, and the calls per second the rounds made.
+func writeCPUTable(w io.Writer, rows []cpuRow) {
+	fmt.Fprintln(w, "| streams | direct CPU/call | gateway CPU/call | ratio | added CPU/call | direct calls/s | gateway calls/s |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+	perCall := func(s benchSamples) time.Duration { return s.cpu / time.Duration(max(len(s.total), 1)) }
+	rate := func(s benchSamples) string {
+		if s.wall <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f", float64(len(s.total))/s.wall.Seconds())
+	}
+	for _, r := range rows {
+		d, g := perCall(r.direct), perCall(r.gateway)
+		ratio := "–"
+		if d > 0 {
+			ratio = fmt.Sprintf("%.2f×", float64(g)/float64(d))
+		}
+		fmt.Fprintf(w, "| %d | %d µs | %d µs | %s | %d µs | %s | %s |\n", r.streams, d.Microseconds(), g.Microseconds(), ratio,
+			(g - d).Microseconds(), rate(r.direct), rate(r.gateway))
+	}
+	fmt.Fprintln(w, "\nCPU: this process's user + system time (getrusage) over each target's rounds, per call: the client and the "+
+		"fake upstream in both, the gateway too through it. Postgres's share (the usage rows, written in batches) is not counted.")
 }

@@ -4,9 +4,7 @@
 package sse
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,71 +17,37 @@ type Event struct {
 	Data []byte
 }
 
-// Reader reads server-sent events from a stream as they arrive.
+// Reader reads server-sent events from a stream as they arrive, decoding
+// their data and skipping those without any (comments, keep-alives).
 type Reader struct {
-	r *bufio.Reader
+	s *Splitter
 }
 
 // NewReader returns a Reader of r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 16<<10)}
+	return &Reader{s: NewSplitter(r)}
 }
 
 // Next returns the next event with data; io.EOF at a clean end of the
 // stream, io.ErrUnexpectedEOF when it ends inside an event.
 func (s *Reader) Next() (Event, error) {
-	var ev Event
-	var data bytes.Buffer
-	seen := false
 	for {
-		line, err := s.r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: gather it whole.
-			buf := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = s.r.ReadSlice('\n')
-				buf = append(buf, line...)
-			}
-			line = buf
-		}
+		raw, err := s.s.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if seen || len(line) > 0 {
-					return Event{}, io.ErrUnexpectedEOF
-				}
-				return Event{}, io.EOF
-			}
 			return Event{}, err
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			if seen && data.Len() > 0 {
-				ev.Data = data.Bytes()
-				return ev, nil
-			}
-			ev, seen = Event{}, false
-			data.Reset()
-			continue
-		}
-		seen = true
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "event":
-			ev.Name = string(value)
-		case "data":
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.Write(value)
+		if ev := raw.Event(); len(ev.Data) > 0 {
+			return ev, nil
 		}
 	}
 }
 
-// Writer forwards events to an HTTP response, flushing each one.
+// Writer forwards events to an HTTP response. Write flushes each event;
+// Append and WriteRaw only buffer, for Flush to send what has gathered.
 type Writer struct {
 	w     io.Writer
 	flush func() error
+	buf   []byte
 }
 
 // NewWriter returns a Writer of w.
@@ -94,24 +58,47 @@ func NewWriter(w http.ResponseWriter) *Writer {
 
 // Write sends one event and flushes it.
 func (s *Writer) Write(ev Event) error {
-	var buf bytes.Buffer
-	buf.Grow(len(ev.Data) + len(ev.Name) + 16)
-	if ev.Name != "" {
-		buf.WriteString("event: ")
-		buf.WriteString(ev.Name)
-		buf.WriteByte('\n')
+	if err := s.Append(ev); err != nil {
+		return err
 	}
-	for line := range bytes.SplitSeq(ev.Data, []byte("\n")) {
-		buf.WriteString("data: ")
-		buf.Write(line)
-		buf.WriteByte('\n')
-	}
-	buf.WriteByte('\n')
-	if _, err := s.w.Write(buf.Bytes()); err != nil {
+	return s.Flush()
+}
+
+// Append writes one event without flushing it.
+func (s *Writer) Append(ev Event) error {
+	s.buf = AppendEvent(s.buf[:0], ev)
+	return s.WriteRaw(s.buf)
+}
+
+// WriteRaw writes bytes already framed as events (a Raw's Bytes) without
+// flushing them.
+func (s *Writer) WriteRaw(b []byte) error {
+	if _, err := s.w.Write(b); err != nil {
 		return fmt.Errorf("write event: %w", err)
 	}
+	return nil
+}
+
+// Flush sends what was written.
+func (s *Writer) Flush() error {
 	if err := s.flush(); err != nil {
 		return fmt.Errorf("flush event: %w", err)
 	}
 	return nil
+}
+
+// AppendEvent appends ev to dst in the wire form: its event line, a data
+// line per line of its data, and the blank line that ends it.
+func AppendEvent(dst []byte, ev Event) []byte {
+	if ev.Name != "" {
+		dst = append(dst, "event: "...)
+		dst = append(dst, ev.Name...)
+		dst = append(dst, '\n')
+	}
+	for line := range bytes.SplitSeq(ev.Data, []byte("\n")) {
+		dst = append(dst, "data: "...)
+		dst = append(dst, line...)
+		dst = append(dst, '\n')
+	}
+	return append(dst, '\n')
 }

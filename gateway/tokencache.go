@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/balletplanner/ballet/gateway/llm"
+)
+
+// maxCachedTokens bounds the verified tokens kept: a worker's token serves
+// all the calls of its turn, so a few thousand cover every running turn.
+const maxCachedTokens = 4096
+
+// tokenCache keeps the principals of gateway tokens verified before, until
+// their expiry, so that a token's signature is checked once, not on every
+// call. A token is the same string for as long as it is valid, and its
+// claims cannot change without its signature changing; failures are never
+// kept. The zero value is ready to use.
+type tokenCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedToken
+}
+
+type cachedToken struct {
+	p       llm.Principal
+	expires time.Time
+}
+
+// verify is llm.VerifyToken(key, token), from the cache while the token has
+// not expired.
+func (c *tokenCache) verify(key []byte, token string) (llm.Principal, error) {
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.entries[token]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		p := e.p
+		p.Capabilities = slices.Clone(p.Capabilities)
+		return p, nil
+	}
+	p, err := llm.VerifyToken(key, token)
+	if err != nil {
+		return p, err
+	}
+	exp, ok := tokenExpiry(token)
+	if !ok || !now.Before(exp) {
+		return p, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = make(map[string]cachedToken)
+	}
+	if len(c.entries) >= maxCachedTokens {
+		for t, e := range c.entries {
+			if !now.Before(e.expires) {
+				delete(c.entries, t)
+			}
+		}
+		if len(c.entries) >= maxCachedTokens {
+			clear(c.entries)
+		}
+	}
+	kept := p
+	kept.Capabilities = slices.Clone(p.Capabilities)
+	c.entries[token] = cachedToken{p: kept, expires: exp}
+	return p, nil
+}
+
+// tokenExpiry reads the exp claim of a token llm.VerifyToken accepted (so
+// its payload is the signer's); ok is false when there is none to read.
+func tokenExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp *json.Number `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp == nil {
+		return time.Time{}, false
+	}
+	secs, err := claims.Exp.Float64()
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(min(secs, 1<<40)), 0), true
+}
