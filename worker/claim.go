@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -75,50 +76,103 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, log *slog.Logge
 // hold gives a claimed turn its context, for as long as the worker holds its
 // lease: it ends with errLeaseLost when the lease is lost, errCancelled on a
 // cancel nudge (cancel.go), errTimedOut after the turn timeout. release
-// stops the renewer and waits for it; the lease itself is released by the
-// turn's finish, or handed back.
+// stops the renewal and waits for one under way; the lease itself is
+// released by the turn's finish, or handed back.
 func (w *Worker) hold(ctx context.Context, f store.Fence) (tctx context.Context, release func()) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	tctx, stopTimer := context.WithTimeoutCause(tctx, w.cfg.TurnTimeout, errTimedOut)
 	untrack := w.running.track(f.Turn, cancel)
-	renewDone := make(chan struct{})
-	go w.renew(tctx, f, cancel, renewDone)
+	r := w.renewLease(tctx, f, cancel)
 	return tctx, func() {
-		cancel(nil) // stops the renewer before we wait for it
-		<-renewDone
+		cancel(nil) // ends a renewal under way before we wait for it
+		r.stop()
 		untrack()
 		stopTimer()
 	}
 }
 
-// renew keeps the lease alive; losing it stops the turn at once.
-func (w *Worker) renew(ctx context.Context, f store.Fence, cancel context.CancelCauseFunc, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(w.cfg.Lease / 3)
-	defer t.Stop()
-	renewed := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			err := w.turns.RenewLease(ctx, f, w.cfg.Lease)
-			switch {
-			case err == nil:
-				renewed = time.Now()
-			case errors.Is(err, store.ErrLeaseLost):
-				cancel(errLeaseLost)
-				return
-			case ctx.Err() == nil:
-				w.log.WarnContext(ctx, "renew lease", slog.String("turn", f.Turn), slog.Any("error", err))
-				// Stop before the lease can run out under us: another worker
-				// may take the turn over then.
-				if time.Since(renewed) > w.cfg.Lease-w.cfg.Lease/3 {
-					cancel(errLeaseLost)
-					return
-				}
-			}
+// leaseRenewal renews a running turn's lease every lease/3 from a timer,
+// not a goroutine of its own: a turn waiting on the model holds no
+// goroutine for it, and the renewal runs in the timer's goroutine. Losing
+// the lease stops the turn at once.
+type leaseRenewal struct {
+	w       *Worker
+	ctx     context.Context
+	f       store.Fence
+	cancel  context.CancelCauseFunc
+	renewed time.Time // of the last renewal that held; read and written by fire alone
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+	firing  bool
+	idle    *sync.Cond // signalled when a renewal under way ends
+}
+
+func (w *Worker) renewLease(ctx context.Context, f store.Fence, cancel context.CancelCauseFunc) *leaseRenewal {
+	r := &leaseRenewal{w: w, ctx: ctx, f: f, cancel: cancel, renewed: time.Now()}
+	r.idle = sync.NewCond(&r.mu)
+	r.mu.Lock()
+	r.t = time.AfterFunc(w.cfg.Lease/3, r.fire)
+	r.mu.Unlock()
+	return r
+}
+
+// fire renews the lease once, and sets the timer for the next renewal
+// unless the turn is over or its lease lost.
+func (r *leaseRenewal) fire() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.firing = true
+	r.mu.Unlock()
+	again := r.renew()
+	r.mu.Lock()
+	r.firing = false
+	if again && !r.stopped {
+		r.t.Reset(r.w.cfg.Lease / 3)
+	}
+	r.idle.Broadcast()
+	r.mu.Unlock()
+}
+
+// renew renews the lease; false when the turn is to stop.
+func (r *leaseRenewal) renew() bool {
+	w, ctx := r.w, r.ctx
+	if ctx.Err() != nil {
+		return false
+	}
+	err := w.turns.RenewLease(ctx, r.f, w.cfg.Lease)
+	switch {
+	case err == nil:
+		r.renewed = time.Now()
+	case errors.Is(err, store.ErrLeaseLost):
+		r.cancel(errLeaseLost)
+		return false
+	case ctx.Err() != nil:
+		return false
+	default:
+		w.log.WarnContext(ctx, "renew lease", slog.String("turn", r.f.Turn), slog.Any("error", err))
+		// Stop before the lease can run out under us: another worker may
+		// take the turn over then.
+		if time.Since(r.renewed) > w.cfg.Lease-w.cfg.Lease/3 {
+			r.cancel(errLeaseLost)
+			return false
 		}
+	}
+	return true
+}
+
+// stop ends the renewals and waits for one under way.
+func (r *leaseRenewal) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	r.t.Stop()
+	for r.firing {
+		r.idle.Wait()
 	}
 }
 

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"os/exec"
 	goruntime "runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,27 +22,116 @@ import (
 type memSample struct {
 	running    int64
 	heap, sys  uint64
+	stack      uint64
+	rssKiB     int64
 	goroutines int
 }
 
 func readMem(running int64) memSample {
 	var m goruntime.MemStats
 	goruntime.ReadMemStats(&m)
-	return memSample{running: running, heap: m.HeapInuse, sys: m.Sys, goroutines: goruntime.NumGoroutine()}
+	return memSample{running: running, heap: m.HeapInuse, sys: m.Sys, stack: m.StackInuse, rssKiB: statusKiB(os.Getpid(), "VmRSS"),
+		goroutines: goruntime.NumGoroutine()}
+}
+
+// statusKiB is a field of /proc/<pid>/status in KiB (VmRSS, VmHWM); 0 when
+// it cannot be read.
+func statusKiB(pid int, field string) int64 {
+	f := strings.Fields(procStatus(pid, field))
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[0], 10, 64)
+	return n
+}
+
+// memFake is the fake model of the memory phase, a child process (ballet
+// fake-llm), so that the bench process's memory is the worker's and the
+// load generator's alone.
+type memFake struct {
+	url   string
+	pid   int
+	close func()
+}
+
+func startMemFake(ctx context.Context, latency time.Duration) (*memFake, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+	}
+	script, err := os.CreateTemp("", "ballet-bench-fake-*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+	}
+	defer os.Remove(script.Name()) // read once at the child's start
+	_, err = fmt.Fprintf(script, "loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", latency)
+	if cerr := script.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cmd := exec.CommandContext(cctx, exe, "fake-llm", "--addr", addr, "--script", script.Name())
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second // then killed
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+	}
+	f := &memFake{url: "http://" + addr, pid: cmd.Process.Pid, close: func() {
+		cancel()
+		_ = cmd.Wait()
+	}}
+	// Wait for the listener (the script file must outlive the child's start).
+	if err := waitListening(ctx, addr, 10*time.Second); err != nil {
+		f.close()
+		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+	}
+	return f, nil
+}
+
+// waitListening dials addr until it answers, for at most timeout.
+func waitListening(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not listening after %s: %w", addr, timeout, err)
+		case <-t.C:
+		}
+	}
 }
 
 // benchTurnMemory holds --memory-turns turns running at once through the
 // queue (one message per session, the fake model answering after
 // --memory-latency, worker.concurrency raised to fit them all) on a fresh
 // database, and prints the process's memory per running turn: the sample
-// with the most turns running (the largest heap among those) against the
-// one before the first message.
+// with the most turns running (the most goroutines among those, i.e. the
+// most waiting on the model), taken after a GC, against the one before the
+// first message. The fake model runs in a process of its
+// own; its peak RSS is printed apart.
 func benchTurnMemory(ctx context.Context, cfg Config, o turnBenchOptions, out io.Writer) error {
-	fake, err := startBenchFake("", o.memLatency)
+	fake, err := startMemFake(ctx, o.memLatency)
 	if err != nil {
 		return err
 	}
-	defer fake.Close()
+	defer fake.close()
 	bd, err := openBenchDatabase(ctx, cfg.Database, o.reuseDB)
 	if err != nil {
 		return err
@@ -53,32 +150,53 @@ func benchTurnMemory(ctx context.Context, cfg Config, o turnBenchOptions, out io
 	var base, peak memSample
 	var maxSys uint64
 	var mu sync.Mutex
+	var profErr error
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	if o.memProfile != "" {
+		// A finer sample than the default 512 KiB: a running turn's objects are small.
+		goruntime.MemProfileRate = 16 << 10
+	}
 	begin := func(context.Context) error {
 		goruntime.GC()
 		base = readMem(0)
 		wg.Go(func() {
 			t := time.NewTicker(100 * time.Millisecond)
 			defer t.Stop()
+			var measured time.Time
 			for {
 				select {
 				case <-stop:
 					return
 				case <-t.C:
+					// A new peak: more turns running, or as many with more of
+					// them waiting on the model (a goroutine each more). It is
+					// measured after a GC, so that the heap is what the turns
+					// hold rather than garbage, every half second at most.
 					s := readMem(running.Load())
 					mu.Lock()
-					if s.running > peak.running || (s.running == peak.running && s.heap > peak.heap) {
-						peak = s
-					}
 					maxSys = max(maxSys, s.sys)
+					better := s.running > peak.running || (s.running == peak.running && s.goroutines > peak.goroutines)
+					mu.Unlock()
+					if !better || time.Since(measured) < 500*time.Millisecond {
+						continue
+					}
+					measured = time.Now()
+					goruntime.GC()
+					s = readMem(s.running)
+					var err error
+					if o.memProfile != "" {
+						err = writeMemProfiles(o.memProfile)
+					}
+					mu.Lock()
+					peak, profErr = s, cmp.Or(profErr, err)
 					mu.Unlock()
 				}
 			}
 		})
 		return nil
 	}
-	_, _, err = runTurns(ctx, rt, turnWorkload{fakeURL: fake.URL(), mode: "queue", sessions: o.memTurns, messages: 1,
+	_, _, err = runTurns(ctx, rt, turnWorkload{fakeURL: fake.url, mode: "queue", sessions: o.memTurns, messages: 1,
 		begin: begin, running: &running})
 	close(stop)
 	wg.Wait()
@@ -87,15 +205,37 @@ func benchTurnMemory(ctx context.Context, cfg Config, o turnBenchOptions, out io
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if profErr != nil {
+		return profErr
+	}
 	printMemTable(out, o, mc.Worker.Concurrency, base, peak, maxSys)
+	fmt.Fprintf(out, "The fake model ran in a process of its own (ballet fake-llm): peak RSS %s.\n", procStatus(fake.pid, "VmHWM"))
+	if o.memProfile != "" {
+		fmt.Fprintf(out, "Heap profile at the peak: %s (go tool pprof -sample_index=inuse_space); goroutines: %s.goroutines\n",
+			o.memProfile, o.memProfile)
+	}
 	return nil
+}
+
+// writeMemProfiles writes the heap profile (as of the last GC) to path and the goroutines,
+// grouped by stack, to path.goroutines.
+func writeMemProfiles(path string) error {
+	write := func(p, name string, debug int) error {
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("bench turns: --mem-profile: %w", err)
+		}
+		err = pprof.Lookup(name).WriteTo(f, debug)
+		return errors.Join(err, f.Close())
+	}
+	return errors.Join(write(path, "heap", 0), write(path+".goroutines", "goroutine", 1))
 }
 
 func printMemTable(out io.Writer, o turnBenchOptions, concurrency int, base, peak memSample, maxSys uint64) {
 	fmt.Fprintf(out, "\n### Memory per running turn (queue, %d sessions × 1 message, model latency %s, worker concurrency %d)\n\n",
 		o.memTurns, o.memLatency, concurrency)
-	fmt.Fprint(out, "| running turns (peak) | HeapInuse at 0 | at peak | per running turn | Sys at 0 | at peak | per running turn | goroutines per running turn |\n"+
-		"|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprint(out, "| running turns (peak) | HeapInuse at 0 | at peak | per running turn | Sys at 0 | at peak | per running turn | RSS at 0 | at peak | per running turn | goroutines per running turn |\n"+
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	n := float64(max(peak.running, 1))
 	mib := func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 	per := func(a, b uint64) string {
@@ -104,9 +244,13 @@ func printMemTable(out io.Writer, o turnBenchOptions, concurrency int, base, pea
 		}
 		return fmt.Sprintf("%.1f KiB", float64(b-a)/1024/n)
 	}
-	fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %.1f |\n", peak.running, mib(base.heap), mib(peak.heap),
+	kib := func(k int64) uint64 { return uint64(max(k, 0)) << 10 }
+	fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", peak.running, mib(base.heap), mib(peak.heap),
 		per(base.heap, peak.heap), mib(base.sys), mib(peak.sys), per(base.sys, peak.sys),
+		mib(kib(base.rssKiB)), mib(kib(peak.rssKiB)), per(kib(base.rssKiB), kib(peak.rssKiB)),
 		float64(peak.goroutines-base.goroutines)/n)
-	fmt.Fprintf(out, "\nPeak: the sample (every 100 ms) with the most turns running, the largest heap among those. Sys at most %s during the phase.\n", mib(maxSys))
-	fmt.Fprint(out, "One process holds the worker, the senders, the fake model's open answers and the pub/sub reader: per running turn is an upper bound for a worker's.\n")
+	fmt.Fprintf(out, "\nGoroutine stacks (StackInuse): %s at 0, %s at the peak, %s per running turn.\n",
+		mib(base.stack), mib(peak.stack), per(base.stack, peak.stack))
+	fmt.Fprintf(out, "Peak: the sample (every 100 ms) with the most turns running, the most goroutines among those, taken after a GC. Sys at most %s during the phase.\n", mib(maxSys))
+	fmt.Fprint(out, "One process holds the worker, the senders and the pub/sub reader: per running turn is an upper bound for a worker's.\n")
 }

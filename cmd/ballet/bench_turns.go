@@ -36,6 +36,7 @@ type turnBenchOptions struct {
 	reuseDB, keepDB    bool
 	memTurns           int
 	memLatency         time.Duration
+	memProfile         string
 	cpuProfile, script string
 }
 
@@ -69,6 +70,7 @@ func newBenchTurnsCmd() *cobra.Command {
 	fs.BoolVar(&o.keepDB, "keep-database", false, "keep the fresh databases instead of dropping them at the end")
 	fs.IntVar(&o.memTurns, "memory-turns", 0, "also hold this many turns running at once (queue mode) and print memory per running turn; 0 skips")
 	fs.DurationVar(&o.memLatency, "memory-latency", 5*time.Second, "the fake model's latency in the --memory-turns phase")
+	fs.StringVar(&o.memProfile, "mem-profile", "", "write a heap profile (PATH) and a goroutine profile (PATH.goroutines) at the peak of the --memory-turns phase")
 	fs.StringVar(&o.script, "script", "", "the fake model's script instead of one text answer: \"demo\" (5 model calls and 4 tool calls a turn) or a YAML/JSON file; --latency is then unused")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of each mode's turns to this path + \".<mode>\" (for go tool pprof)")
 	return c

@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +30,11 @@ func NewClient(url string, signingKey []byte, hc *http.Client) *Client {
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 256
+		// A connection per running turn, held for the whole model call: small
+		// buffers (4 KiB each by default). A streamed answer is read through
+		// the SSE reader's own buffer, and a request body is written past the
+		// write buffer (sentBody), so neither slows a call down.
+		tr.ReadBufferSize, tr.WriteBufferSize = connReadBuffer, connWriteBuffer
 		hc = &http.Client{Transport: tr}
 	}
 	return &Client{url: strings.TrimRight(url, "/"), key: signingKey, ttl: 5 * time.Minute, http: hc}
@@ -55,9 +59,19 @@ func (c *Client) postJSON(ctx context.Context, p Principal, path string, body an
 	if err != nil {
 		return nil, fmt.Errorf("gateway: encode request: %w", err)
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, bytes.NewReader(b))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, &sentBody{b: b})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: request: %w", err)
+	}
+	hr.ContentLength = int64(len(b))
+	// The transport asks for the body again only to resend a request that
+	// never reached the gateway; then it is encoded anew.
+	hr.GetBody = func() (io.ReadCloser, error) {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: encode request: %w", err)
+		}
+		return &sentBody{b: b}, nil
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+token)
