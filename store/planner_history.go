@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // History is what the model sees of a session for one turn: the stored
@@ -30,30 +32,38 @@ func (h History) CancelRequested(turn string) bool {
 	return false
 }
 
-// LoadHistory reads what the turn at position sees.
+// LoadHistory reads what the turn at position sees, in one round trip: the
+// session's summary and cancelled turns, then the messages from the
+// summary's turn on. The second statement reads the summary's turn again:
+// only the turn's own lease holder compacts the session, in a fenced write,
+// so the two agree unless that lease is lost, when nothing the reader does
+// with them can be written any more.
 func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64) (History, error) {
 	var h History
-	var summary *string
-	var summaryTurn *int64
-	if err := db.pool.QueryRow(ctx, `SELECT summary, summary_turn,
+	b := &pgx.Batch{}
+	b.Queue(`SELECT summary, summary_turn,
 			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND cancel_requested AND finished_at IS NULL)
-		FROM planner_sessions WHERE id = $1`,
-		sessionID).Scan(&summary, &summaryTurn, &h.Cancelled); err != nil {
-		return History{}, fmt.Errorf("store: history: %w", notFound(err, "session %q", sessionID))
-	}
-	if summary != nil {
-		h.Summary, h.SummaryTurn = *summary, *summaryTurn
-	}
-	rows, err := db.pool.Query(ctx, `SELECT `+messageColumns+`
+		FROM planner_sessions WHERE id = $1`, sessionID).QueryRow(func(row pgx.Row) error {
+		var summary *string
+		var summaryTurn *int64
+		if err := row.Scan(&summary, &summaryTurn, &h.Cancelled); err != nil {
+			return notFound(err, "session %q", sessionID)
+		}
+		if summary != nil {
+			h.Summary, h.SummaryTurn = *summary, *summaryTurn
+		}
+		return nil
+	})
+	b.Queue(`SELECT `+messageColumns+`
 		FROM planner_messages m JOIN planner_turns t ON t.id = m.turn_id
-		WHERE m.session_id = $1 AND t.session_id = $1 AND t.position >= $2 AND t.position <= $3
+		WHERE m.session_id = $1 AND t.session_id = $1 AND t.position <= $2
+		  AND t.position >= COALESCE((SELECT summary_turn FROM planner_sessions WHERE id = $1), 0)
 		  AND NOT (t.status = 'cancelled' AND t.started_at IS NULL)
-		ORDER BY t.position, m.seq`, sessionID, h.SummaryTurn, position)
-	if err != nil {
-		return History{}, fmt.Errorf("store: history: %w", err)
-	}
-	h.Messages, err = collect(rows, scanMessage)
-	if err != nil {
+		ORDER BY t.position, m.seq`, sessionID, position).Query(func(rows pgx.Rows) (err error) {
+		h.Messages, err = collect(rows, scanMessage)
+		return err
+	})
+	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
 		return History{}, fmt.Errorf("store: history: %w", err)
 	}
 	return h, nil

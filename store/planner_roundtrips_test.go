@@ -61,7 +61,8 @@ func (c *roundTrips) take() (trips, statements int) {
 // TestPlannerWriteRoundTrips runs a turn's writes, step by step, on one
 // connection whose statements are already prepared, and counts the round
 // trips and statements of each: every fenced write is BEGIN, one UPDATE of
-// the session row, one batch and COMMIT.
+// the session row (or, for a tool call's claim, its lock), one batch and
+// COMMIT.
 func TestPlannerWriteRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -82,12 +83,18 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 	}
 	type count struct{ trips, statements int }
 	want := map[string]count{
-		"ClaimTurn":          {4, 8},
-		"AppendAnswer":       {5, 8},
-		"AppendMessage":      {4, 6},
-		"AppendOutputs":      {4, 4},
-		"FinishTurn":         {4, 6},
-		"FinishTurn+message": {4, 8},
+		"ClaimTurn":            {4, 8},
+		"AppendAnswer":         {4, 7},
+		"AppendAnswer+refused": {4, 8},
+		"ClaimToolCall":        {3, 5},
+		"CompleteToolCall":     {4, 6},
+		"LoadHistory":          {1, 2},
+		"RenewLease":           {1, 1},
+		"Beat":                 {1, 1},
+		"AppendMessage":        {4, 6},
+		"AppendOutputs":        {4, 4},
+		"FinishTurn":           {4, 6},
+		"FinishTurn+message":   {4, 8},
 	}
 	for round := range 2 {
 		got := map[string]count{}
@@ -123,6 +130,31 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 				step("AppendAnswer", func() error {
 					_, _, err := db.AppendAnswer(ctx, fence, answer, nil,
 						store.Output{Turn: fence.Turn, Type: store.OutputToolCall, Tool: "list_runnable", ToolUseID: id})
+					return err
+				})
+				step("ClaimToolCall", func() error {
+					_, fresh, err := db.ClaimToolCall(ctx, fence, id, "list_runnable", json.RawMessage(`{}`))
+					if err == nil && !fresh {
+						err = fmt.Errorf("tool call %s claimed before", id)
+					}
+					return err
+				})
+				step("CompleteToolCall", func() error {
+					_, _, err := db.CompleteToolCall(ctx, fence, store.ToolCall{ToolUseID: id, Name: "list_runnable", Result: "[]"})
+					return err
+				})
+				step("LoadHistory", func() error {
+					_, err := db.LoadHistory(ctx, sess.ID, claim.Turn.Position)
+					return err
+				})
+				step("RenewLease", func() error { return db.RenewLease(ctx, fence, time.Minute) })
+				step("Beat", func() error { return db.Beat(ctx, "roundtrip-worker", time.Minute) })
+				refused := store.ToolCall{ToolUseID: id + "_big", Name: "list_runnable", Input: json.RawMessage(`{}`),
+					Result: "input too large", IsError: true}
+				step("AppendAnswer+refused", func() error {
+					_, _, err := db.AppendAnswer(ctx, fence, store.Message{Role: "assistant", Content: []store.Block{{
+						Type: store.BlockToolUse, ToolUseID: refused.ToolUseID, Name: refused.Name, Input: refused.Input}},
+						StopReason: "tool_use"}, []store.ToolCall{refused})
 					return err
 				})
 				step("AppendMessage", func() error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Then is a step a write runs in its own transaction, after its effect and
@@ -37,30 +38,38 @@ func checkFence(ctx context.Context, tx pgx.Tx, f Fence) error {
 // AppendAnswer is AppendMessage for a model answer, with the answer's
 // refused tool calls (e.g. an input too large to keep) recorded as done
 // with their error results in the same transaction, so that they are never
-// run; a tool_result output follows the answer's outputs for each.
+// run; a tool_result output follows the answer's outputs for each. Like
+// AppendMessage it is one session UPDATE (the fence, the row lock, the seq
+// and every output's cursor) and one batch, refused calls or not.
 func (db *DB) AppendAnswer(ctx context.Context, f Fence, m Message, refused []ToolCall, extra ...Output) (Message, []Output, error) {
-	var outs []Output
-	err := db.fenced(ctx, f, func(tx pgx.Tx) (err error) {
-		if m, outs, err = appendMessage(ctx, tx, f, m, extra...); err != nil {
+	outs := make([]Output, 0, 1+len(extra)+len(refused))
+	outs = append(append(outs, Output{Turn: f.Turn, Type: OutputMessage}), extra...)
+	for _, tc := range refused {
+		outs = append(outs, Output{Turn: f.Turn, Type: OutputToolResult, Tool: tc.Name,
+			ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: true})
+	}
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
+		s, err := writeSession(ctx, tx, f, sessionWrite{Messages: 1, Outputs: len(outs)})
+		if err != nil {
 			return err
 		}
-		results := make([]Output, 0, len(refused))
+		b := &pgx.Batch{}
+		m = queueMessage(b, f, s, m, true)
+		outs[0].Seq = m.Seq
 		for _, tc := range refused {
-			if _, err := tx.Exec(ctx, `INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input,
+			b.Queue(`INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input,
 				status, result, is_error, finished_at) VALUES ($1, $2, $3, $4, $5, 'done', $6, true, now())
-				ON CONFLICT DO NOTHING`, f.Session, tc.ToolUseID, f.Turn, tc.Name, tc.Input, tc.Result); err != nil {
-				return err
-			}
-			results = append(results, Output{Turn: f.Turn, Type: OutputToolResult, Tool: tc.Name,
-				ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: true})
+				ON CONFLICT DO NOTHING`, f.Session, tc.ToolUseID, f.Turn, tc.Name, tc.Input, tc.Result)
 		}
-		more, err := appendOutputs(ctx, tx, f.Session, results...)
-		outs = append(outs, more...)
-		return err
+		if outs, err = queueOutputs(b, f.Session, s.Cursor, s.At, outs); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return Message{}, nil, fmt.Errorf("store: append answer: %w", err)
 	}
+	outs[0].Role, outs[0].Content = m.Role, m.Content // published with the message, as a read joins them
 	return m, outs, nil
 }
 
@@ -135,24 +144,54 @@ func (tc *ToolCall) scanState(row pgx.Row) error {
 	return row.Scan(&tc.Done, &tc.Result, &tc.IsError)
 }
 
+// fenceLock is checkFence as a batch statement: it locks the session row if
+// and only if the fence holds. When it does not, the batch fails with
+// ErrLeaseLost and its transaction rolls back what the statements queued
+// after it did.
+const fenceLock = `SELECT true FROM planner_sessions WHERE id = $1 AND lease_token = $2
+	AND lease_owner IS NOT NULL FOR UPDATE`
+
+func queueFenceLock(b *pgx.Batch, f Fence) {
+	b.Queue(fenceLock, f.Session, f.Token).QueryRow(func(row pgx.Row) error {
+		var ok bool
+		if err := row.Scan(&ok); errors.Is(err, pgx.ErrNoRows) {
+			return ErrLeaseLost
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+}
+
 // ClaimToolCall records that the tool call is about to run. fresh is false
 // when it was claimed before (a resumed turn): the caller must not run it
-// again, and uses the stored result when Done.
+// again, and uses the stored result when Done. One batch: the fence and the
+// session row lock, the claim, and the stored call's state; a lost fence
+// rolls the claim back.
 func (db *DB) ClaimToolCall(ctx context.Context, f Fence, toolUseID, name string, input json.RawMessage) (ToolCall, bool, error) {
 	tc := ToolCall{ToolUseID: toolUseID, Name: name, Input: input}
 	fresh := false
-	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, f.Session, toolUseID, f.Turn, name, input)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 1 {
-			fresh = true
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		queueFenceLock(b, f)
+		b.Queue(`INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, f.Session, toolUseID, f.Turn, name, input).
+			Exec(func(tag pgconn.CommandTag) error {
+				fresh = tag.RowsAffected() == 1
+				return nil
+			})
+		b.Queue(`SELECT `+toolCallStateColumns+` FROM planner_tool_calls WHERE session_id = $1 AND tool_use_id = $2`,
+			f.Session, toolUseID).QueryRow(func(row pgx.Row) error {
+			stored := tc
+			if err := stored.scanState(row); err != nil {
+				return err
+			}
+			if !fresh { // claimed before: its stored state; else the claim just made
+				tc = stored
+			}
 			return nil
-		}
-		return tc.scanState(tx.QueryRow(ctx, `SELECT `+toolCallStateColumns+` FROM planner_tool_calls
-			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, toolUseID))
+		})
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return ToolCall{}, false, fmt.Errorf("store: claim tool call: %w", err)
@@ -160,21 +199,51 @@ func (db *DB) ClaimToolCall(ctx context.Context, f Fence, toolUseID, name string
 	return tc, fresh, nil
 }
 
+// errToolCallDone rolls back a CompleteToolCall whose call had its result
+// stored already.
+var errToolCallDone = errors.New("store: tool call done already")
+
 // CompleteToolCall stores a tool call's result and its tool_result output.
 // A call whose result was stored before, with its effect (RecordToolResult),
 // keeps that one: the stored call is returned either way, with the outputs
-// this call added.
+// this call added. The session UPDATE checks the fence and takes the
+// output's cursor, one batch stores the result and the output and reads the
+// stored call; when the call was done already, the transaction rolls back
+// and no cursor is used.
 func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) (ToolCall, []Output, error) {
 	var outs []Output
-	err := db.fenced(ctx, f, func(tx pgx.Tx) error {
-		var ok bool
-		var err error
-		if outs, ok, err = completeToolCall(ctx, tx, f, tc); err != nil || ok {
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
+		s, err := writeSession(ctx, tx, f, sessionWrite{Outputs: 1})
+		if err != nil {
 			return err
 		}
-		return tc.scanState(tx.QueryRow(ctx, `SELECT `+toolCallStateColumns+` FROM planner_tool_calls
-			WHERE session_id = $1 AND tool_use_id = $2`, f.Session, tc.ToolUseID))
+		b := &pgx.Batch{}
+		done := false
+		b.Queue(`UPDATE planner_tool_calls SET status = 'done', result = $3, is_error = $4,
+			finished_at = now() WHERE session_id = $1 AND tool_use_id = $2 AND status <> 'done'`,
+			f.Session, tc.ToolUseID, tc.Result, tc.IsError).Exec(func(tag pgconn.CommandTag) error {
+			done = tag.RowsAffected() == 0
+			return nil
+		})
+		if outs, err = queueOutputs(b, f.Session, s.Cursor, s.At, []Output{{Turn: f.Turn, Type: OutputToolResult,
+			Tool: tc.Name, ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: tc.IsError}}); err != nil {
+			return err
+		}
+		b.Queue(`SELECT `+toolCallStateColumns+` FROM planner_tool_calls WHERE session_id = $1 AND tool_use_id = $2`,
+			f.Session, tc.ToolUseID).QueryRow(func(row pgx.Row) error {
+			stored := tc
+			if err := stored.scanState(row); err != nil || !done {
+				return err
+			}
+			tc = stored
+			return errToolCallDone
+		})
+		return tx.SendBatch(ctx, b).Close()
 	})
+	if errors.Is(err, errToolCallDone) {
+		// Its result was stored with its effect: nothing written, nothing to publish.
+		err, outs = nil, nil
+	}
 	if err != nil {
 		return ToolCall{}, nil, fmt.Errorf("store: complete tool call: %w", err)
 	}
