@@ -9,57 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/balletplanner/ballet/store"
 )
 
-// sendRoundTrips counts what a pool sends to Postgres: each query, and each
-// batch, is one round trip; statements count those of a batch one by one.
-type sendRoundTrips struct {
-	mu         sync.Mutex
-	trips      int
-	statements int
-}
-
-func (r *sendRoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.trips++
-	r.statements++
-	return ctx
-}
-
-func (r *sendRoundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (r *sendRoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.trips++
-	return ctx
-}
-
-func (r *sendRoundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.statements++
-}
-
-func (r *sendRoundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-func (r *sendRoundTrips) reset() (trips, statements int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	trips, statements = r.trips, r.statements
-	r.trips, r.statements = 0, 0
-	return trips, statements
-}
-
 // tracedDB opens a second pool on the fixture's database whose round trips
 // are counted.
-func tracedDB(t testing.TB, f *trackerFixture) (*store.DB, *sendRoundTrips) {
+func tracedDB(t testing.TB, f *trackerFixture) (*store.DB, *roundTrips) {
 	t.Helper()
-	tr := &sendRoundTrips{}
+	tr := &roundTrips{}
 	cfg := store.DefaultConfig()
 	cfg.URL = f.db.Pool().Config().ConnString()
 	cfg.Migrate = false
@@ -101,12 +58,12 @@ func TestSendRoundTrips(t *testing.T) {
 			if _, err := db.SendMessage(ctx, f.engineer, s.ID, "warm", "", tt.limits); err != nil {
 				t.Fatal(err)
 			}
-			tr.reset()
+			tr.take()
 			res, err := db.SendMessage(ctx, f.engineer, s.ID, "hello", "", tt.limits)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if trips, statements := tr.reset(); trips != 5 || statements != tt.statements {
+			if trips, statements := tr.take(); trips != 5 || statements != tt.statements {
 				t.Errorf("a send took %d round trips and %d statements, want 5 and %d", trips, statements, tt.statements)
 			}
 			stored, err := f.db.Outputs(ctx, s.ID, res.Queued.Cursor-1, 1)
