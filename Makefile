@@ -33,7 +33,7 @@ cluster: services build
 	@deploy/dev/cluster.sh --bin $(BIN)
 
 test: services
-	@deploy/dev/services.sh chromium node compose promtool
+	@deploy/dev/services.sh chromium node compose promtool shells
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd deploy/kubernetes && $(GO) test -race -count=1 ./...
 

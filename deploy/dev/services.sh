@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure Postgres and Redis answer for `make run` and `make test`.
 #
-#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis] [chromium] [node] [compose] [promtool]
+#   deploy/dev/services.sh [--try cluster,local,apt,docker] [postgres] [redis] [chromium] [node] [compose] [promtool] [shells]
 #
 # For each service: use it when it already answers; else, in the order of
 # --try (default: all, in this order):
@@ -15,7 +15,8 @@
 # the test that rebuilds the web bundle; compose installs Debian's
 # docker-compose, whose loader checks docker-compose.yml in a test, and
 # promtool Debian's prometheus package (promtool and the prometheus server),
-# for the tests that check /metrics, the alert rules and the dashboard.
+# for the tests that check /metrics, the alert rules and the dashboard, and
+# shells Debian's zsh and fish, which syntax-check the completion scripts.
 # It says what it does, prints the URL it checked ("postgres ready: URL"), and
 # on failure lists every step it tried and why that step failed.
 #
@@ -48,9 +49,9 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--try=*) TRY=${1#--try=}; shift ;;
-	postgres | redis | chromium | node | compose | promtool) WANT+=("$1"); shift ;;
-	-h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node, compose, promtool)" ;;
+	postgres | redis | chromium | node | compose | promtool | shells) WANT+=("$1"); shift ;;
+	-h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument $1 (want --try LIST, postgres, redis, chromium, node, compose, promtool, shells)" ;;
 	esac
 done
 [ ${#WANT[@]} -gt 0 ] || WANT=(postgres redis)
@@ -411,6 +412,7 @@ ensure_package() {
 ensure_chromium() { ensure_package chromium chromium chromium; }
 ensure_node() { ensure_package node npm nodejs npm; }
 ensure_promtool() { ensure_package promtool promtool prometheus && ensure_package prometheus prometheus prometheus; }
+ensure_shells() { ensure_package zsh zsh zsh && ensure_package fish fish fish; }
 ensure_compose() {
 	if docker compose version >/dev/null 2>&1; then say "compose ready: docker compose"; return; fi
 	ensure_package compose docker-compose docker-compose
