@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -20,17 +17,7 @@ func TestBurstOnRedisCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	rc := tasks.DefaultRedisConfig()
 	rc.ClusterAddrs, rc.Namespace = cl.Addrs(), "cl-"
-	rdb, err := tasks.NewRedisClient(rc)
-	must(t, err)
-	t.Cleanup(func() { _ = rdb.Close() })
-	names := tasks.Names{Namespace: rc.Namespace}
-	s := newStack(t, burstScript)
-	pub := s.onRedis(rdb, names, "BALLET_REDIS_CLUSTER_ADDRS="+strings.Join(rc.ClusterAddrs, ","))
-	s.worker()
-	s.worker()
-	hub := tasks.NewHub(s.db, rdb, names, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	must(t, hub.Start(context.Background()))
-	t.Cleanup(hub.Stop)
+	s, pub, hub := haStack(t, rc, "BALLET_REDIS_CLUSTER_ADDRS="+strings.Join(rc.ClusterAddrs, ","))
 
 	const sessions, perSession = 6, 4
 	b := startBurst(t, s, hub, sessions, perSession)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -54,6 +55,25 @@ func (s *stack) onRedis(rdb redis.UniversalClient, names tasks.Names, env ...str
 	}
 	s.env = append(append(kept, "BALLET_REDIS_NAMESPACE="+names.Namespace), env...)
 	return pub
+}
+
+// haStack is a stack on the Redis rc describes (env: the same settings as
+// BALLET_REDIS_* for the worker processes), with two workers started on it
+// and a hub watching it: the planner's publisher and the hub.
+func haStack(t *testing.T, rc tasks.RedisConfig, env ...string) (*stack, *tasks.Publisher, *tasks.Hub) {
+	t.Helper()
+	rdb, err := tasks.NewRedisClient(rc)
+	must(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	names := tasks.Names{Namespace: rc.Namespace}
+	s := newStack(t, burstScript)
+	pub := s.onRedis(rdb, names, env...)
+	s.worker()
+	s.worker()
+	hub := tasks.NewHub(s.db, rdb, names, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	must(t, hub.Start(context.Background()))
+	t.Cleanup(hub.Stop)
+	return s, pub, hub
 }
 
 // watched is what one watcher received of a session's stored outputs.

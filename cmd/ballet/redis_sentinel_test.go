@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -21,18 +18,8 @@ func TestBurstSurvivesASentinelFailover(t *testing.T) {
 	sn := redistest.StartSentinel(t)
 	rc := tasks.DefaultRedisConfig()
 	rc.SentinelAddrs, rc.SentinelMaster, rc.Namespace = sn.Addrs(), redistest.MasterName, "ha-"
-	rdb, err := tasks.NewRedisClient(rc)
-	must(t, err)
-	t.Cleanup(func() { _ = rdb.Close() })
-	names := tasks.Names{Namespace: rc.Namespace}
-	s := newStack(t, burstScript)
-	pub := s.onRedis(rdb, names, "BALLET_REDIS_SENTINEL_ADDRS="+strings.Join(rc.SentinelAddrs, ","),
+	s, pub, hub := haStack(t, rc, "BALLET_REDIS_SENTINEL_ADDRS="+strings.Join(rc.SentinelAddrs, ","),
 		"BALLET_REDIS_SENTINEL_MASTER="+rc.SentinelMaster)
-	s.worker()
-	s.worker()
-	hub := tasks.NewHub(s.db, rdb, names, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	must(t, hub.Start(context.Background()))
-	t.Cleanup(hub.Stop)
 
 	const sessions, perSession = 4, 6
 	b := startBurst(t, s, hub, sessions, perSession)
