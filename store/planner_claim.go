@@ -75,13 +75,7 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 		// the lock (cancel and finish take it too); each statement of a
 		// batch sees what committed before it ran.
 		b := &pgx.Batch{}
-		// A lease is live while it has not run out and its worker still
-		// beats: a killed worker's lease is free as soon as its beat expires.
-		b.Queue(`SELECT s.lease_owner IS NOT NULL AND s.lease_expires_at > now()
-			AND NOT EXISTS (SELECT 1 FROM planner_workers w WHERE w.id = s.lease_owner AND w.expires_at <= now()),
-			s.lease_token, s.next_cursor, now()
-			FROM planner_sessions s WHERE s.id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE OF s`,
-			turnID).QueryRow(func(row pgx.Row) (err error) {
+		b.Queue(claimLock, turnID).QueryRow(func(row pgx.Row) (err error) {
 			l, err = scanClaimLease(row)
 			return notFound(err, "turn %q", turnID)
 		})
@@ -119,30 +113,28 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 		}
 		c.State = ClaimRun
 		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: l.Token + 1, Human: t.Author}
-		// One more round trip: the lease and the started output's cursor
-		// (the row is locked, so the cursor read above is still the next
-		// one) in the session row's one UPDATE, then the rest.
+		// One more round trip and one statement: the lease and the started
+		// output's cursor (the row is locked, so the cursor read above is
+		// still the next one) in the session row's one UPDATE, the turn's
+		// start and its started output.
 		var started []Output
 		if t.StartedAt == nil {
 			started = []Output{{Turn: t.ID, Type: OutputStarted}}
 		}
-		b = &pgx.Batch{}
-		b.Queue(`UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
-			lease_expires_at = now() + $4::interval, next_cursor = next_cursor + $5 WHERE id = $1`,
-			t.Session, owner, c.Fence.Token, lease.String(), len(started))
-		b.Queue(`UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
-			started_at = COALESCE(started_at, now()) WHERE id = $1`, t.ID)
-		if c.Outputs, err = queueOutputs(b, t.Session, l.Cursor, l.At, started); err != nil {
-			return err
+		args := []any{t.Session, owner, c.Fence.Token, lease.String(), len(started), t.ID}
+		write := claimWrite
+		if len(started) > 0 {
+			c.Outputs = storedOutputs(t.Session, l.Cursor, l.At, started)
+			write, args = claimWriteStarted, append(args, l.Cursor, storedData(c.Outputs[0]), l.At)
 		}
-		b.Queue(sessionSelect+` WHERE s.id = $1`, t.Session).QueryRow(func(row pgx.Row) (err error) {
-			c.Session, err = scanSession(row)
-			return err
-		})
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if _, err := tx.Exec(ctx, write, args...); err != nil {
 			return err
 		}
 		c.Turn.Status, c.Turn.Attempts = TurnRunning, t.Attempts+1
+		// The session as read under its lock: the claim changed only its
+		// lease and cursor, which Session does not show, and its turn runs.
+		c.Session = l.Session
+		c.Session.Running = true
 		return nil
 	})
 	if err != nil {
@@ -151,18 +143,50 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 	return c, nil
 }
 
+// claimLock locks the session of the turn ($1) and reads its lease, its
+// next output cursor, the transaction's time and the session itself (as
+// sessionSelect reads it, but for Running). A lease is live while it has not
+// run out and its worker still beats: a killed worker's lease is free as
+// soon as its beat expires.
+const claimLock = `SELECT s.lease_owner IS NOT NULL AND s.lease_expires_at > now()
+		AND NOT EXISTS (SELECT 1 FROM planner_workers w WHERE w.id = s.lease_owner AND w.expires_at <= now()),
+		s.lease_token, s.next_cursor, now(),
+		s.id, p.key, s.title, s.created_by, s.created_at, s.updated_at, s.project_id, p.organization_id
+	FROM planner_sessions s JOIN projects p ON p.id = s.project_id
+	WHERE s.id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE OF s`
+
+// claimWrite takes the lease of session $1 for owner $2 with token $3 for
+// $4, moves its cursor by $5, and starts turn $6.
+const claimWrite = `WITH s AS (UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
+		lease_expires_at = now() + $4::interval, next_cursor = next_cursor + $5 WHERE id = $1)
+	UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
+		started_at = COALESCE(started_at, now()) WHERE id = $6`
+
+// claimWriteStarted is claimWrite that also stores the turn's started
+// output, at cursor $7 with data $8 and time $9.
+const claimWriteStarted = `WITH s AS (UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
+		lease_expires_at = now() + $4::interval, next_cursor = next_cursor + $5 WHERE id = $1),
+	t AS (UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
+		started_at = COALESCE(started_at, now()) WHERE id = $6)
+	INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
+	VALUES ($1, $7, $6, 'started', $8, $9)`
+
 // claimLease is the session's lease as a claim reads it under the row
-// lock, with the session's next output cursor and the transaction's time.
+// lock, with the session's next output cursor, the transaction's time and
+// the session.
 type claimLease struct {
-	Live   bool
-	Token  int64
-	Cursor int64
-	At     time.Time
+	Live    bool
+	Token   int64
+	Cursor  int64
+	At      time.Time
+	Session Session
 }
 
 func scanClaimLease(row pgx.Row) (claimLease, error) {
 	var l claimLease
-	err := row.Scan(&l.Live, &l.Token, &l.Cursor, &l.At)
+	s := &l.Session
+	err := row.Scan(&l.Live, &l.Token, &l.Cursor, &l.At,
+		&s.ID, &s.Project, &s.Title, &s.CreatedBy, &s.CreatedAt, &s.UpdatedAt, &s.ProjectID, &s.OrganizationID)
 	return l, err
 }
 

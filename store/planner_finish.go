@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TurnOutcome is how a turn ends: its final status, the text of its done
@@ -65,6 +64,30 @@ const nextTurnEnqueue = `UPDATE planner_turns SET enqueued_at = now() WHERE id =
 		AND NOT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running')
 		RETURNING id`
 
+// finishWrite ends running turn $1 with status $2, reason $3 and $4 more
+// rounds, and stores its outputs (outputRows: $5 to $10) only if it did: its
+// result is the number of turns ended, 1 or 0.
+const finishWrite = `WITH t AS (UPDATE planner_turns SET status = $2, done_reason = $3, finished_at = now(),
+		rounds = rounds + $4 WHERE id = $1 AND status = 'running' RETURNING 1),
+	o AS (INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
+		SELECT $5, o.cursor, o.turn_id, o.type, o.data, $6
+		FROM unnest($7::bigint[], $8::uuid[], $9::text[], $10::jsonb[]) AS o(cursor, turn_id, type, data)
+		WHERE EXISTS (SELECT 1 FROM t))
+	SELECT count(*) FROM t`
+
+// finishWriteMessage is finishWrite that also stores the turn's last
+// message, seq $11, role $12, content $13, author $14, stop reason $15 and
+// usage $16, at the outputs' time.
+const finishWriteMessage = `WITH t AS (UPDATE planner_turns SET status = $2, done_reason = $3, finished_at = now(),
+		rounds = rounds + $4 WHERE id = $1 AND status = 'running' RETURNING 1),
+	o AS (INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
+		SELECT $5, o.cursor, o.turn_id, o.type, o.data, $6
+		FROM unnest($7::bigint[], $8::uuid[], $9::text[], $10::jsonb[]) AS o(cursor, turn_id, type, data)
+		WHERE EXISTS (SELECT 1 FROM t)),
+	m AS (INSERT INTO planner_messages (session_id, seq, role, content, author, stop_reason, usage, turn_id, created_at)
+		SELECT $5, $11, $12, $13, $14, $15, $16, $1, $6 WHERE EXISTS (SELECT 1 FROM t))
+	SELECT count(*) FROM t`
+
 // FinishTurn ends the running turn with its outcome: status done, cancelled
 // or failed, the done output's reason, and an error output first when
 // o.Err is set. A last message (the model's final answer), when given, is
@@ -108,9 +131,10 @@ var errTurnNotRunning = errors.New("store: the lease's turn is not running")
 
 // finishFenced ends the lease's running turn in two round trips: the
 // session row's one UPDATE (fence, seq and cursors, the lease released),
-// then one batch with the last message, the turn's end, its outputs and the
-// session's next turn marked enqueued. errTurnNotRunning, and nothing
-// written, when the turn is not running.
+// then one batch: the turn's end with its outputs and the last message in
+// one statement (finishWrite), the message's event, and the session's next
+// turn marked enqueued. errTurnNotRunning, and nothing written, when the
+// turn is not running.
 func finishFenced(ctx context.Context, tx pgx.Tx, f Fence, o TurnOutcome, last *Message) ([]Output, string, error) {
 	var outs []Output
 	w := sessionWrite{Release: true}
@@ -132,21 +156,33 @@ func finishFenced(ctx context.Context, tx pgx.Tx, f Fence, o TurnOutcome, last *
 		return nil, "", err
 	}
 	b := &pgx.Batch{}
-	b.Queue(`UPDATE planner_turns SET status = $2, done_reason = $3, finished_at = now(), rounds = rounds + $4
-		WHERE id = $1 AND status = 'running'`, f.Turn, string(o.Status), o.Reason, rounds).
-		Exec(func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() != 1 {
-				return errTurnNotRunning
-			}
-			return nil
-		})
 	var m Message
+	var msgArgs []any
 	if last != nil {
-		m = queueMessage(b, f, s, *last, false)
+		m, msgArgs = messageRow(f, s, *last)
 		outs[0].Seq = m.Seq
 	}
-	if outs, err = queueOutputs(b, f.Session, s.Cursor, s.At, outs); err != nil {
+	outs = storedOutputs(f.Session, s.Cursor, s.At, outs)
+	rows, err := outputRows(f.Session, s.At, outs)
+	if err != nil {
 		return nil, "", err
+	}
+	write, args := finishWrite, append([]any{f.Turn, string(o.Status), o.Reason, rounds}, rows...)
+	if last != nil {
+		write, args = finishWriteMessage, append(args, msgArgs[1:7]...) // seq to usage
+	}
+	b.Queue(write, args...).QueryRow(func(row pgx.Row) error {
+		var ended int
+		if err := row.Scan(&ended); err != nil {
+			return err
+		}
+		if ended != 1 {
+			return errTurnNotRunning
+		}
+		return nil
+	})
+	if last != nil {
+		queueMessageEvent(b, f, s, m)
 	}
 	var next string
 	b.Queue(nextTurnEnqueue, f.Session).QueryRow(func(row pgx.Row) error {

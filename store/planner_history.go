@@ -34,7 +34,9 @@ func (h History) CancelRequested(turn string) bool {
 
 // LoadHistory reads what the turn at position sees, in one round trip: the
 // session's summary and cancelled turns, then the messages from the
-// summary's turn on. The second statement reads the summary's turn again:
+// summary's turn on. The cancelled turns are among the open ones (a turn
+// is open, queued or running, until it has finished_at), read through the
+// index of open turns rather than all the session's turns. The second statement reads the summary's turn again:
 // only the turn's own lease holder compacts the session, in a fenced write,
 // so the two agree unless that lease is lost, when nothing the reader does
 // with them can be written any more.
@@ -42,7 +44,8 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 	var h History
 	b := &pgx.Batch{}
 	b.Queue(`SELECT summary, summary_turn,
-			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND cancel_requested AND finished_at IS NULL)
+			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND status IN ('queued', 'running')
+				AND cancel_requested)
 		FROM planner_sessions WHERE id = $1`, sessionID).QueryRow(func(row pgx.Row) error {
 		var summary *string
 		var summaryTurn *int64

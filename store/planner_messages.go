@@ -64,33 +64,69 @@ func queueOutputs(b *pgx.Batch, sessionID string, cursor int64, at time.Time, ou
 	if len(outs) == 0 {
 		return nil, nil
 	}
-	cursors := make([]int64, len(outs))
-	turns := make([]string, len(outs))
-	types := make([]string, len(outs))
-	data := make([]json.RawMessage, len(outs))
+	outs = storedOutputs(sessionID, cursor, at, outs)
+	args, err := outputRows(sessionID, at, outs)
+	if err != nil {
+		return nil, err
+	}
+	b.Queue(`INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
+		SELECT $1, o.cursor, o.turn_id, o.type, o.data, $2
+		FROM unnest($3::bigint[], $4::uuid[], $5::text[], $6::jsonb[]) AS o(cursor, turn_id, type, data)`, args...)
+	return outs, nil
+}
+
+// storedOutputs numbers outs from cursor, as stored at at in the session.
+func storedOutputs(sessionID string, cursor int64, at time.Time, outs []Output) []Output {
 	for i := range outs {
 		outs[i].Session = sessionID
 		outs[i].Cursor = cursor + int64(i)
 		outs[i].CreatedAt = at
-		row := outs[i]
-		row.Role, row.Content, row.CreatedAt = "", nil, time.Time{} // kept in their own columns
-		j, err := json.Marshal(row)
+	}
+	return outs
+}
+
+// storedData is what the data column of o's row holds: o without what is
+// kept in columns of its own.
+func storedData(o Output) Output {
+	o.Role, o.Content, o.CreatedAt = "", nil, time.Time{}
+	return o
+}
+
+// outputRows are the arguments $1 to $6 of an insert of stored outputs
+// from unnest: session, time, then cursors, turns, types and data.
+func outputRows(sessionID string, at time.Time, outs []Output) ([]any, error) {
+	cursors := make([]int64, len(outs))
+	turns := make([]string, len(outs))
+	types := make([]string, len(outs))
+	data := make([]json.RawMessage, len(outs))
+	for i, o := range outs {
+		j, err := json.Marshal(storedData(o))
 		if err != nil {
 			return nil, fmt.Errorf("append outputs: %w", err)
 		}
-		cursors[i], turns[i], types[i], data[i] = outs[i].Cursor, outs[i].Turn, outs[i].Type, j
+		cursors[i], turns[i], types[i], data[i] = o.Cursor, o.Turn, o.Type, j
 	}
-	b.Queue(`INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
-		SELECT $1, o.cursor, o.turn_id, o.type, o.data, $2
-		FROM unnest($3::bigint[], $4::uuid[], $5::text[], $6::jsonb[]) AS o(cursor, turn_id, type, data)`,
-		sessionID, at, cursors, turns, types, data)
-	return outs, nil
+	return []any{sessionID, at, cursors, turns, types, data}, nil
 }
 
 // queueMessage queues the insert of m, taken with seq at, and its
 // planner.message event; an assistant message counts a round unless
 // countRound is false (the caller counts it).
 func queueMessage(b *pgx.Batch, f Fence, s sessionTaken, m Message, countRound bool) Message {
+	m, args := messageRow(f, s, m)
+	b.Queue(`INSERT INTO planner_messages (session_id, seq, role, content, author, stop_reason, usage, turn_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
+	if countRound && m.Role == "assistant" {
+		b.Queue(`UPDATE planner_turns SET rounds = rounds + 1 WHERE id = $1`, f.Turn)
+	}
+	queueMessageEvent(b, f, s, m)
+	return m
+}
+
+// messageRow is m as stored with seq and time s, and the columns of its
+// row: session, seq, role, content, author, stop reason, usage, turn and
+// time.
+func messageRow(f Fence, s sessionTaken, m Message) (Message, []any) {
 	var author, stop *string
 	if m.Author != "" {
 		author = &m.Author
@@ -99,15 +135,14 @@ func queueMessage(b *pgx.Batch, f Fence, s sessionTaken, m Message, countRound b
 		stop = &m.StopReason
 	}
 	m.Seq, m.Turn, m.CreatedAt = s.Seq, f.Turn, s.At
-	b.Queue(`INSERT INTO planner_messages (session_id, seq, role, content, author, stop_reason, usage, turn_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, f.Session, m.Seq, m.Role, m.Content, author, stop, m.Usage, f.Turn, s.At)
-	if countRound && m.Role == "assistant" {
-		b.Queue(`UPDATE planner_turns SET rounds = rounds + 1 WHERE id = $1`, f.Turn)
-	}
+	return m, []any{f.Session, m.Seq, m.Role, m.Content, author, stop, m.Usage, f.Turn, s.At}
+}
+
+// queueMessageEvent queues the planner.message event of the stored m.
+func queueMessageEvent(b *pgx.Batch, f Fence, s sessionTaken, m Message) {
 	b.Queue(eventInsert, eventArgs(Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID, Type: "planner.message",
 		EntityType: "planner_session", EntityID: f.Session, Actor: PlannerActor(f.Session, f.Human),
 		Payload: MustJSON(map[string]any{"seq": m.Seq, "role": m.Role, "turn": f.Turn})})...)
-	return m
 }
 
 // AppendOutputs stores outputs of a running turn.

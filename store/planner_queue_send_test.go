@@ -49,8 +49,8 @@ func TestSendRoundTrips(t *testing.T) {
 		// statements: the batch holds the limit check only when a limit is set
 		statements int
 	}{
-		{"no limit", store.QueueLimits{}, 8},
-		{"limits", store.QueueLimits{Total: 1000, PerProject: 1000}, 9},
+		{"no limit", store.QueueLimits{}, 6},
+		{"limits", store.QueueLimits{Total: 1000, PerProject: 1000}, 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -83,7 +83,7 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 	}
 	type count struct{ trips, statements int }
 	want := map[string]count{
-		"ClaimTurn":            {4, 8},
+		"ClaimTurn":            {4, 5},
 		"AppendAnswer":         {4, 7},
 		"AppendAnswer+refused": {4, 8},
 		"ClaimToolCall":        {3, 5},
@@ -93,8 +93,8 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 		"Beat":                 {1, 1},
 		"AppendMessage":        {4, 6},
 		"AppendOutputs":        {4, 4},
-		"FinishTurn":           {4, 6},
-		"FinishTurn+message":   {4, 8},
+		"FinishTurn":           {4, 5},
+		"FinishTurn+message":   {4, 6},
 	}
 	for round := range 2 {
 		got := map[string]count{}

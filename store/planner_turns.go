@@ -219,21 +219,21 @@ func scanSendAllocation(row pgx.Row) (sendAllocation, error) {
 	return a, err
 }
 
-// sendTurn inserts the turn, counting the session's open turns ahead of it
-// under the session lock. A turn with nothing ahead is enqueued right after
-// commit, and marked so here; if that enqueue is lost, the sweeper finds it
-// by its age.
+// sendTurn inserts the turn, its message and its queued output in one
+// statement, counting the session's open turns ahead of it under the session
+// lock: all of them, as every open turn has a lower position than the one
+// inserted. That count is the queued output's position, and the statement's
+// result. A turn with nothing ahead is enqueued right after commit, and
+// marked so here; if that enqueue is lost, the sweeper finds it by its age.
 const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
-		WHERE session_id = $2 AND status IN ('queued', 'running'))
-	INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at, client_turn_id)
-	SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, $7 FROM ahead
+		WHERE session_id = $2 AND status IN ('queued', 'running')),
+	turn AS (INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at, client_turn_id)
+		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, $7 FROM ahead),
+	message AS (INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
+		VALUES ($2, $5, 'user', $8, $6, $1))
+	INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
+	SELECT $2, $9, $1, 'queued', $10::jsonb || jsonb_build_object('position', ahead.n), $11 FROM ahead
 	RETURNING (SELECT n FROM ahead)`
-
-// sendQueuedOutput stores the queued output; its position is the count of
-// open turns ahead, as sendTurn found it.
-const sendQueuedOutput = `INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
-	VALUES ($1, $2, $3, $4, $5::jsonb || jsonb_build_object('position', (SELECT count(*) FROM planner_turns
-		WHERE session_id = $1 AND position < $6 AND status IN ('queued', 'running'))), $7)`
 
 // send is one transaction of SendMessage.
 func (db *DB) send(ctx context.Context, caller Caller, s Session, text, turnID string, lim QueueLimits) (SendResult, error) {
@@ -265,18 +265,16 @@ func (db *DB) send(ctx context.Context, caller Caller, s Session, text, turnID s
 			queueQueuedCounts(b, s.ProjectID, &counts)
 		}
 		var ahead int64
-		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID).QueryRow(func(row pgx.Row) error {
+		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued}
+		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID,
+			[]Block{{Type: BlockText, Text: text}}, cursor, out, at).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&ahead)
 		})
-		b.Queue(`INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
-			VALUES ($1, $2, 'user', $3, $4, $5)`, s.ID, seq, []Block{{Type: BlockText, Text: text}}, author, id)
 		if _, err := AppendEvent(ctx, batchQuerier{b}, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,
 			Type: "planner.message", EntityType: "planner_session", EntityID: s.ID, Actor: caller.Actor,
 			Payload: MustJSON(map[string]any{"seq": seq, "role": "user", "turn": id})}); err != nil {
 			return err
 		}
-		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued}
-		b.Queue(sendQueuedOutput, s.ID, cursor, id, OutputQueued, out, position, at)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
