@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/balletplanner/ballet/gateway/internal/sse"
 	"github.com/balletplanner/ballet/gateway/llm"
@@ -32,21 +33,30 @@ func anthropicRequest(ctx context.Context, c *call, path string) (*http.Request,
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-api-key", c.apiKey)
-	version := c.header.Get("anthropic-version")
-	if version == "" {
-		version = llm.AnthropicVersion
+	// The keys are in canonical form already: set without canonicalizing.
+	h := req.Header
+	h["Content-Type"] = jsonContentType
+	h["X-Api-Key"] = []string{c.apiKey}
+	if version := c.header.Get("anthropic-version"); version != "" {
+		h["Anthropic-Version"] = []string{version}
+	} else {
+		h["Anthropic-Version"] = defaultAnthropicVersion
 	}
-	req.Header.Set("anthropic-version", version)
 	if beta := c.header.Values("anthropic-beta"); len(beta) > 0 {
-		req.Header["Anthropic-Beta"] = beta
+		h["Anthropic-Beta"] = beta
 	}
 	if c.stream {
-		req.Header.Set("Accept", "text/event-stream")
+		h["Accept"] = eventStreamAccept
 	}
 	return req, nil
 }
+
+// Header values every upstream request shares (never modified).
+var (
+	jsonContentType         = []string{"application/json"}
+	eventStreamAccept       = []string{"text/event-stream"}
+	defaultAnthropicVersion = []string{llm.AnthropicVersion}
+)
 
 func (anthropicProvider) events(_ *call, body io.ReadCloser) eventSource {
 	return &anthropicEvents{s: sse.NewSplitter(body), body: body}
@@ -73,12 +83,14 @@ type anthropicEvents struct {
 	s       *sse.Splitter
 	body    io.ReadCloser
 	started bool
+	stopped bool // message_stop came: only the end of the body follows
 }
 
 func (a *anthropicEvents) next() (sse.Raw, error) {
 	for {
 		ev, err := a.s.Next()
 		if err != nil || a.started {
+			a.stopped = err == nil && ev.Name == "message_stop"
 			return ev, err
 		}
 		data := ev.Data()
@@ -95,4 +107,31 @@ func (a *anthropicEvents) next() (sse.Raw, error) {
 
 func (a *anthropicEvents) buffered() bool { return a.s.Buffered() }
 
-func (a *anthropicEvents) close() { a.body.Close() }
+func (a *anthropicEvents) ended() bool { return a.s.Ended() }
+
+// close ends the answer. After message_stop it first reads what is left of
+// the body (the chunked encoding's end, which follows at once), for a
+// little while at most, unless that end was read already, so that the
+// connection goes back to the pool instead of being closed: a body closed
+// before its end takes its connection with it.
+func (a *anthropicEvents) close() {
+	if a.stopped && !a.s.Ended() {
+		drainBody(a.body)
+	}
+	a.s.Release()
+	a.body.Close()
+}
+
+// Bounds of drainBody.
+const (
+	drainWait  = 20 * time.Millisecond
+	drainBytes = 4 << 10
+)
+
+// drainBody reads body to its end, up to drainBytes and for up to
+// drainWait; what stops it early closes the body (and its connection).
+func drainBody(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	defer t.Stop()
+	io.CopyN(io.Discard, body, drainBytes) //nolint:errcheck // an error closes the connection, as Close would
+}

@@ -37,10 +37,13 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		anthropicForm.write(w, ref)
 		return
 	}
-	var head requestHead
-	if err := json.Unmarshal(raw, &head); err != nil {
-		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "body: "+err.Error())
-		return
+	head, ok := decodeRequestHead(raw)
+	if !ok { // encoding/json's verdict and error text, as callers have had them
+		head = requestHead{}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "body: "+err.Error())
+			return
+		}
 	}
 	if err := validateModel(head.Model); err != nil {
 		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, err.Error())
@@ -101,7 +104,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, ans.status, ans.errBody)
 	case ans.src != nil:
 		answered = true
-		status = s.relay(ctx, w, c.provider, ans, m)
+		// Without limits to settle in Redis the call ends at once after the
+		// relay: its last events may go out with the end of the answer.
+		status = s.relay(ctx, w, c.provider, ans, m, res == nil || len(res.keys) == 0)
 	default:
 		answered = true
 		m.observeMessage(ans.body)
@@ -122,10 +127,13 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 
 // finish settles the reservation, counts the call and queues its usage row.
 func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call, res *reservation, reqID string, status int, u llm.Usage, estimated bool, took time.Duration) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := s.limiter.settle(sctx, res, u.Total()); err != nil {
-		s.log.WarnContext(ctx, "settle reservation", slog.String("scope", sc.name()), slog.Any("error", err))
+	if res != nil && len(res.keys) > 0 { // limits are set: settle them in Redis
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		err := s.limiter.settle(sctx, res, u.Total())
+		cancel()
+		if err != nil {
+			s.log.WarnContext(ctx, "settle reservation", slog.String("scope", sc.name()), slog.Any("error", err))
+		}
 	}
 	s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, c.model, status, u)
 	s.usage.add(store.Usage{

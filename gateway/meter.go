@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -80,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 // observe counts one finished call.
 func (m *metrics) observe(org, project, model string, status int, u llm.Usage) {
 	model = m.models.label(model, status >= 200 && status <= 299)
-	m.requests.WithLabelValues(org, project, model, fmt.Sprint(status)).Inc()
+	m.requests.WithLabelValues(org, project, model, strconv.Itoa(status)).Inc()
 	for _, t := range []struct {
 		typ string
 		n   int64
@@ -133,31 +134,10 @@ func (m *meter) observe(ev sse.Event) {
 		return
 	}
 	var e meterEvent
-	if json.Unmarshal(ev.Data, &e) != nil {
+	if !decodeMeterEvent(ev.Data, &e) {
 		return
 	}
-	switch e.Type {
-	case "message_start":
-		if e.Message != nil {
-			m.apply(e.Message.Usage)
-		}
-	case "message_delta":
-		if e.Usage != nil {
-			m.sawDelta = true
-		}
-		m.apply(e.Usage)
-		if e.Delta != nil && e.Delta.StopReason != "" {
-			m.stopReason = e.Delta.StopReason
-		}
-	case "content_block_delta":
-		if e.Delta != nil {
-			m.outChars += len(e.Delta.Text) + len(e.Delta.PartialJSON) + len(e.Delta.Thinking)
-		}
-	case "error":
-		if e.Error != nil {
-			m.errType, m.errMessage = e.Error.Type, e.Error.Message
-		}
-	}
+	m.observeDecoded(&e)
 }
 
 // observeMessage reads the usage of a JSON answer.

@@ -77,6 +77,8 @@ func (o *openaiEvents) close() { o.body.Close() }
 // flushes once the events of each chunk are written.
 func (o *openaiEvents) buffered() bool { return len(o.queue) > 0 }
 
+func (o *openaiEvents) ended() bool { return false }
+
 func (o *openaiEvents) next() (sse.Raw, error) {
 	for {
 		if len(o.queue) > 0 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -24,12 +25,18 @@ import (
 // all the events one upstream read brought. Once the first byte went out
 // nothing is retried: a broken upstream is reported in the stream as an
 // error event.
-func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider string, ans *answer, m *meter) int {
+//
+// With endsAtOnce (the handler returns right after the relay, with no
+// round trip to make), a message_stop that came with the end of the
+// upstream's answer is not flushed on its own: net/http sends it with the
+// end of the response, in one write instead of two.
+func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider string, ans *answer, m *meter, endsAtOnce bool) int {
 	defer ans.src.close()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	h["Date"] = httpDate(time.Now()) // what net/http would set, formatted once a second
 	w.WriteHeader(http.StatusOK)
 	out := sse.NewWriter(w)
 	ev := ans.first
@@ -47,7 +54,8 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 		// Nothing follows message_stop or an error event: stop reading, so
 		// that a caller who leaves at once is not recorded as gone.
 		stopped := ev.Name == "message_stop" || ev.Name == "error"
-		if err == nil && (stopped || !ans.src.buffered()) {
+		lastWithEnd := ev.Name == "message_stop" && endsAtOnce && ans.src.ended()
+		if err == nil && !lastWithEnd && (stopped || !ans.src.buffered()) {
 			err = out.Flush()
 		}
 		if err != nil {
@@ -79,13 +87,19 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 }
 
 // observeRaw meters an undecoded event: only those that can carry usage,
-// a stop reason or an error are decoded; a content_block_delta counts the
-// characters of its text for the estimate.
+// a stop reason or an error are decoded (message_start and message_delta,
+// one or two per call, by decodeMeterEvent); a content_block_delta counts
+// the characters of its text for the estimate.
 func (m *meter) observeRaw(ev sse.Raw) {
 	switch ev.Name {
 	case "content_block_delta":
 		m.outChars += deltaChars(ev.Data())
-	case "message_start", "message_delta", "error", "":
+	case "message_start", "message_delta":
+		var e meterEvent
+		if decodeMeterEvent(ev.Data(), &e) {
+			m.observeDecoded(&e)
+		}
+	case "error", "":
 		m.observe(ev.Event())
 	}
 }

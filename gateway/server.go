@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -151,8 +152,9 @@ func (s *Server) Handler() http.Handler {
 	})
 	return s.metrics.http.instrument(mux, func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()
-		w.Header().Set("request-id", id)
-		w.Header().Set("x-ballet-request-id", id)
+		v := []string{id} // both headers share it, in canonical form
+		h := w.Header()
+		h["Request-Id"], h["X-Ballet-Request-Id"] = v, v
 		mux.ServeHTTP(w, r.WithContext(context.WithValue(withCallerRequestID(r), requestIDKey{}, id)))
 	})
 }
@@ -199,10 +201,34 @@ func (s *Server) Flush(ctx context.Context) error {
 // SigningKey is the key gateway tokens are signed with, for in-process minting.
 func (s *Server) SigningKey() []byte { return s.signingKey }
 
+// dateOfSecond is the Date header of one second.
+type dateOfSecond struct {
+	unix  int64
+	value []string
+}
+
+// lastDate is the Date header of the latest second a stream began in.
+var lastDate atomic.Pointer[dateOfSecond]
+
+// httpDate is the Date header of now, formatted once a second rather than
+// by net/http for every stream. The slice is shared: never modify it.
+func httpDate(now time.Time) []string {
+	sec := now.Unix()
+	if d := lastDate.Load(); d != nil && d.unix == sec {
+		return d.value
+	}
+	d := &dateOfSecond{unix: sec, value: []string{now.UTC().Format(http.TimeFormat)}}
+	lastDate.Store(d)
+	return d.value
+}
+
 func newRequestID() string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return "gwreq_" + hex.EncodeToString(b)
+	const prefix = "gwreq_"
+	var b [12]byte
+	rand.Read(b[:])
+	id := make([]byte, len(prefix)+hex.EncodedLen(len(b)))
+	hex.Encode(id[copy(id, prefix):], b[:])
+	return string(id)
 }
 
 // writeError answers an error in the Anthropic form.

@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -35,6 +37,9 @@ type eventSource interface {
 	// buffered reports whether next returns without waiting for the
 	// upstream: the relay flushes when it does not.
 	buffered() bool
+	// ended reports whether the upstream's answer has ended, all of it
+	// read (false when that is not known).
+	ended() bool
 	close()
 }
 
@@ -138,7 +143,7 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 		return nil, false, 0, &gatewayError{http.StatusForbidden, llm.ErrPermission, fmt.Errorf("upstream %s is not allowed: %s", c.provider, UpstreamRule)}
 	}
 	start := time.Now()
-	resp, err := s.http.Do(req)
+	resp, err := s.roundTrip(req)
 	if err != nil {
 		s.timing().done(c.provider, start)
 		return nil, true, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s unreachable: %w", c.provider, err)}
@@ -167,8 +172,8 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 		if first.Name == "error" {
 			// An error before anything reached the caller: answer it with its
 			// status, and retry it like one.
-			src.close()
 			typ, body := streamErrorBody(c.provider, first.Data())
+			src.close() // first is read: close releases its bytes
 			status := statusForErrorType(typ)
 			return &answer{status: status, errBody: body}, retryableStatus(status), 0, nil
 		}
@@ -231,6 +236,23 @@ func retryAfter(h http.Header) time.Duration {
 		return max(time.Until(t), 0)
 	}
 	return 0
+}
+
+// roundTrip sends req as s.http.Do would, since that client follows no
+// redirect and has no timeout or cookie jar of its own: straight through
+// its transport, without the redirect loop's copy of the headers, its
+// errors in Do's form (*url.Error: `Post "url": …`).
+func (s *Server) roundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.http.Transport.RoundTrip(req)
+	if err != nil {
+		op := req.Method[:1] + strings.ToLower(req.Method[1:])
+		u := req.URL.String()
+		if _, has := req.URL.User.Password(); has { // as net/http's stripPassword
+			u = strings.Replace(u, req.URL.User.String()+"@", req.URL.User.Username()+":***@", 1)
+		}
+		return nil, &url.Error{Op: op, URL: u, Err: err}
+	}
+	return resp, nil
 }
 
 func newHTTPClient(cfg Config) *http.Client {

@@ -196,7 +196,13 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 		return nil, err
 	}
 	e.srv = &http.Server{Handler: e.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go e.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
+	// The gateway's goroutines (its connections' and, dialled from its
+	// handlers, its upstream transport's) carry the profile label
+	// target=gateway, so that --cpu-profile tells them from the client's
+	// and the fake's: go tool pprof -tagfocus target=gateway.
+	go pprof.Do(context.Background(), pprof.Labels("target", "gateway"), func(context.Context) {
+		e.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
+	})
 	e.cleanup = append(e.cleanup, func() { _ = e.srv.Close() })
 	e.gwURL = "http://" + ln.Addr().String()
 	if e.token, err = llm.Mint([]byte(cfg.SigningKey), llm.Principal{Subject: "bench",
@@ -277,6 +283,7 @@ func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *ben
 	}
 	for range c {
 		wg.Go(func() {
+			pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("target", "client")))
 			for range jobs {
 				ttfb, total, err := e.call(ctx, base)
 				mu.Lock()

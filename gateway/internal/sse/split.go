@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // Raw is one event as the stream framed it, undecoded.
@@ -38,8 +39,33 @@ func (r Raw) Event() Event {
 	return ev
 }
 
-// Data is the event's data lines joined with newlines.
-func (r Raw) Data() []byte { return r.Event().Data }
+// Data is the event's data lines joined with newlines. An event of one
+// data line (every event of the Anthropic and OpenAI streams) gets a view
+// of its Bytes, valid as long as they are; one of several lines gets them
+// joined in memory of its own.
+func (r Raw) Data() []byte {
+	var one []byte
+	found := false
+	for rest := r.Bytes; len(rest) > 0; {
+		var line []byte
+		line, rest = cutLine(rest)
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		if string(field) != "data" {
+			continue
+		}
+		if found {
+			return r.Event().Data
+		}
+		one, found = bytes.TrimPrefix(value, []byte(" ")), true
+	}
+	switch {
+	case !found:
+		return nil
+	case one == nil: // a "data" line without a colon
+		return []byte{}
+	}
+	return one[:len(one):len(one)]
+}
 
 // cutLine splits b after its first line; the line is returned without its
 // end (\n or \r\n).
@@ -70,10 +96,37 @@ type Splitter struct {
 	err   error
 }
 
+// splitBufSize is a Splitter's first buffer: it holds a few events of a
+// model's stream, and grows for a longer one.
+const splitBufSize = 4 << 10
+
+// splitBufs are the first buffers of released Splitters.
+var splitBufs = sync.Pool{New: func() any { b := make([]byte, 0, splitBufSize); return &b }}
+
 // NewSplitter returns a Splitter of r.
 func NewSplitter(r io.Reader) *Splitter {
-	return &Splitter{r: r, buf: make([]byte, 0, 4<<10)}
+	return &Splitter{r: r, buf: (*(splitBufs.Get().(*[]byte)))[:0]}
 }
+
+// Release hands the Splitter's buffer back for another Splitter to use:
+// no Raw it returned may be read afterwards, nor may Next be called. A
+// second Release does nothing.
+func (s *Splitter) Release() {
+	if s.buf == nil {
+		return
+	}
+	if cap(s.buf) == splitBufSize {
+		b := s.buf[:0]
+		splitBufs.Put(&b)
+	}
+	s.buf, s.off, s.scan, s.ready = nil, 0, 0, false
+	if s.err == nil {
+		s.err = errReleased
+	}
+}
+
+// errReleased is what Next returns after Release.
+var errReleased = errors.New("sse: splitter released")
 
 // Next returns the next event, which may carry no data (a comment); io.EOF
 // at a clean end of the stream, io.ErrUnexpectedEOF when it ends inside an
@@ -94,6 +147,12 @@ func (s *Splitter) Next() (Raw, error) {
 	ev := Raw{Name: s.name, Bytes: s.buf[s.off:s.scan:s.scan]}
 	s.off, s.name, s.ready = s.scan, "", false
 	return ev, nil
+}
+
+// Ended reports whether the stream has ended cleanly and every event of it
+// was returned: Next would return io.EOF without reading.
+func (s *Splitter) Ended() bool {
+	return errors.Is(s.err, io.EOF) && len(s.buf) == s.off
 }
 
 // Buffered reports whether a whole event is buffered, so that Next
@@ -126,7 +185,7 @@ func (s *Splitter) find() bool {
 			return true
 		}
 		if v, ok := bytes.CutPrefix(line, []byte("event:")); ok {
-			s.name = string(bytes.TrimPrefix(v, []byte(" ")))
+			s.name = eventName(bytes.TrimPrefix(v, []byte(" ")))
 		}
 	}
 }
@@ -146,4 +205,19 @@ func (s *Splitter) fill() {
 	if err != nil {
 		s.err = err
 	}
+}
+
+// knownNames are the event names of the Anthropic Messages stream, whose
+// strings a Splitter shares instead of allocating one per event.
+var knownNames = []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+	"message_delta", "message_stop", "ping", "error"}
+
+// eventName is b as a string, one of knownNames when it is one.
+func eventName(b []byte) string {
+	for _, n := range knownNames {
+		if string(b) == n {
+			return n
+		}
+	}
+	return string(b)
 }

@@ -101,3 +101,40 @@ func TestAppendEventRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestRawDataIsEventData: Data, a view of the bytes for one data line, is
+// what Event decodes, whatever the lines.
+func TestRawDataIsEventData(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"event: a\ndata: {\"x\":1}\n\n", "data:x\n\n", "data\n\n", "data:\n\n", "data:  two spaces\n\n",
+		"event: a\n: comment\n\n", "data: 1\ndata: 2\n\n", "data: 1\r\ndata:2\r\n\r\n", "id: 7\ndata: x\nretry: 1\n\n",
+		"event: a\r\ndata: x\r\n\r\n", "",
+	} {
+		raw := Raw{Bytes: []byte(in)}
+		got, want := raw.Data(), raw.Event().Data
+		if !bytes.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("%q: Data() = %q, Event().Data = %q", in, got, want)
+		}
+	}
+}
+
+// TestSplitterNamesAndRelease: known names and others read alike, and a
+// released Splitter returns no more events, twice.
+func TestSplitterNamesAndRelease(t *testing.T) {
+	t.Parallel()
+	s := NewSplitter(strings.NewReader("event: message_start\ndata: 1\n\nevent: custom\ndata: 2\n\nevent: ping\ndata: 3\n\n"))
+	for _, want := range []string{"message_start", "custom"} {
+		if ev, err := s.Next(); err != nil || ev.Name != want {
+			t.Fatalf("Next = %q, %v; want %q", ev.Name, err, want)
+		}
+	}
+	s.Release()
+	s.Release()
+	if ev, err := s.Next(); err == nil {
+		t.Fatalf("Next after Release = %q, want an error", ev.Name)
+	}
+	if s.Buffered() {
+		t.Fatal("Buffered after Release")
+	}
+}
