@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,6 +20,9 @@ import (
 
 // partialTTL is how long a round's text outlives its last delta.
 const partialTTL = time.Hour
+
+// partialTTLArg is partialTTL as the scripts take it, in milliseconds.
+var partialTTLArg = strconv.FormatInt(partialTTL.Milliseconds(), 10)
 
 // PartialKey is the hash (turn, after) of a session's running round.
 func (n Names) PartialKey(session string) string {
@@ -72,12 +74,12 @@ return redis.call('PUBLISH', ARGV[1], msg)
 
 // publishArgs are the script, keys and arguments that publish o.
 func (p *Publisher) publishArgs(o store.Output) (*redis.Script, []string, []any, error) {
-	b, err := json.Marshal(o)
+	b, err := encodeOutput(&o)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	keys := []string{p.names.PartialKey(o.Session), p.names.PartialTextKey(o.Session)}
-	ttl := strconv.FormatInt(partialTTL.Milliseconds(), 10)
+	ttl := partialTTLArg
 	ch := p.names.SessionChannel(o.Session)
 	if o.Type == store.OutputText {
 		return publishText, keys, []any{ch, b, o.Turn, o.Text, ttl}, nil

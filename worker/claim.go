@@ -37,11 +37,13 @@ var errLeaseLost = errors.New("session lease lost")
 // get: nil (ended already, or another worker runs it), errLater (an earlier
 // turn of the session is still open), asynq.RevokeTask (ended here:
 // cancelled before it started, or out of attempts), or an error to retry.
-func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, log *slog.Logger) (store.Claim, bool, error) {
+// Its rare log lines carry logAttrs.
+func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, logAttrs []any) (store.Claim, bool, error) {
+	log := func() *slog.Logger { return w.log.With(logAttrs...) }
 	claim, err := w.turns.ClaimTurn(ctx, p.Turn, w.id, w.cfg.Lease)
 	if err != nil {
 		if store.IsCode(err, store.CodeNotFound) {
-			log.WarnContext(ctx, "turn task for an unknown turn; dropped")
+			log().WarnContext(ctx, "turn task for an unknown turn; dropped")
 			return store.Claim{}, false, asynq.RevokeTask
 		}
 		return store.Claim{}, false, err
@@ -59,7 +61,7 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, log *slog.Logge
 		w.metrics.turns.WithLabelValues(outcome(store.ReasonCancelled)).Inc()
 		return claim, false, asynq.RevokeTask
 	case store.ClaimFailed:
-		log.ErrorContext(ctx, "turn ended after too many attempts", slog.Int("attempts", claim.Turn.Attempts))
+		log().ErrorContext(ctx, "turn ended after too many attempts", slog.Int("attempts", claim.Turn.Attempts))
 		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
 		w.metrics.turns.WithLabelValues(outcome(store.ReasonError)).Inc()
 		return claim, false, asynq.RevokeTask
@@ -68,7 +70,7 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, log *slog.Logge
 	if claim.Turn.Attempts == 1 && claim.Turn.StartedAt == nil {
 		w.metrics.queueWait.Observe(time.Since(claim.Turn.CreatedAt).Seconds())
 	} else if claim.Turn.Attempts > 1 {
-		log.InfoContext(ctx, "resuming turn", slog.Int("attempt", claim.Turn.Attempts))
+		log().InfoContext(ctx, "resuming turn", slog.Int("attempt", claim.Turn.Attempts))
 	}
 	return claim, true, nil
 }

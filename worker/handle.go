@@ -27,17 +27,20 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 		w.log.ErrorContext(ctx, "bad turn task payload", slog.Any("error", err))
 		return fmt.Errorf("worker: payload: %v: %w", err, asynq.SkipRetry)
 	}
-	log := w.log.With(slog.String("session", p.Session), slog.String("turn", p.Turn))
+	// The turn's log attributes, given to a logger once (With formats them
+	// at once, level or not): after the claim, when the fence is known.
+	attrs := make([]any, 0, 4)
+	attrs = append(attrs, slog.String("session", p.Session), slog.String("turn", p.Turn))
 	if p.RequestID != "" {
 		// The gateway calls of the turn carry it too (llm.Client).
 		ctx = llm.WithRequestID(ctx, p.RequestID)
-		log = log.With(slog.String("request_id", p.RequestID))
+		attrs = append(attrs, slog.String("request_id", p.RequestID))
 	}
-	claim, ok, err := w.claim(ctx, p, log)
+	claim, ok, err := w.claim(ctx, p, attrs)
 	if !ok {
 		return err
 	}
-	log = log.With(slog.Int64("fence", claim.Fence.Token))
+	log := w.log.With(append(attrs, slog.Int64("fence", claim.Fence.Token))...)
 	tctx, release := w.hold(ctx, claim.Fence)
 	defer release()
 	a, err := w.run(ctx, tctx, claim, log)

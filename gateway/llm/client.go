@@ -11,17 +11,28 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/balletplanner/ballet/gateway/internal/sse"
 )
 
-// Client calls the gateway for workers: it mints a token per call and reads
-// streamed answers as typed events. Cancelling the ctx of a call closes its
+// eventOptions decode a stream event as leniently as encoding/json did.
+var eventOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// Client calls the gateway for workers: it sends a token per principal
+// (minted again once half of its lifetime is gone) and reads streamed
+// answers as typed events. Cancelling the ctx of a call closes its
 // HTTP request at once, and the gateway closes the upstream call in turn.
 type Client struct {
 	url  string
 	key  []byte
 	ttl  time.Duration
 	http *http.Client
+	// tools is the encoding of the tools last sent (encode.go).
+	tools toolsCache
+	// tokens are the tokens minted, per principal (client_tokens.go).
+	tokens clientTokens
 }
 
 // NewClient returns a client for the gateway at url (gateway.url) that signs
@@ -40,26 +51,47 @@ func NewClient(url string, signingKey []byte, hc *http.Client) *Client {
 	return &Client{url: strings.TrimRight(url, "/"), key: signingKey, ttl: 5 * time.Minute, http: hc}
 }
 
-// Token mints a gateway token for p, as the client's calls do.
-func (c *Client) Token(p Principal) (string, error) { return Mint(c.key, p, c.ttl) }
+// Token is a gateway token for p, as the client's calls send: minted for
+// the client's token lifetime, and the same token again while at least
+// half of that is left.
+func (c *Client) Token(p Principal) (string, error) { return c.tokens.token(c.key, p, c.ttl) }
 
 func (c *Client) post(ctx context.Context, p Principal, req MessageRequest) (*http.Response, error) {
-	return c.postJSON(ctx, p, "/v1/messages", req)
+	return c.postEncoded(ctx, p, "/v1/messages", func() ([]byte, error) { return c.encodeRequest(&req) })
+}
+
+// encodeRequest encodes a model request into a pooled buffer (sentBody
+// gives it back once written).
+func (c *Client) encodeRequest(req *MessageRequest) ([]byte, error) {
+	var tools []byte
+	if len(req.Tools) > 0 {
+		var err error
+		if tools, err = c.tools.encode(req.Tools); err != nil {
+			return nil, err
+		}
+	}
+	return appendRequest(getBodyBuf(), req, tools)
 }
 
 // postJSON sends body to the gateway's path with a token minted for p, and
 // the request id ctx carries (WithRequestID) as X-Request-Id; an answer
 // other than 200 is returned as an *APIError.
 func (c *Client) postJSON(ctx context.Context, p Principal, path string, body any) (*http.Response, error) {
+	return c.postEncoded(ctx, p, path, func() ([]byte, error) { return json.Marshal(body) })
+}
+
+// postEncoded is postJSON with the body's encoding: called once, and again
+// only to resend a request that never reached the gateway.
+func (c *Client) postEncoded(ctx context.Context, p Principal, path string, encode func() ([]byte, error)) (*http.Response, error) {
 	token, err := c.Token(p)
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(body)
+	b, err := encode()
 	if err != nil {
 		return nil, fmt.Errorf("gateway: encode request: %w", err)
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, &sentBody{b: b})
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, newSentBody(b))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: request: %w", err)
 	}
@@ -67,11 +99,11 @@ func (c *Client) postJSON(ctx context.Context, p Principal, path string, body an
 	// The transport asks for the body again only to resend a request that
 	// never reached the gateway; then it is encoded anew.
 	hr.GetBody = func() (io.ReadCloser, error) {
-		b, err := json.Marshal(body)
+		b, err := encode()
 		if err != nil {
 			return nil, fmt.Errorf("gateway: encode request: %w", err)
 		}
-		return &sentBody{b: b}, nil
+		return newSentBody(b), nil
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+token)
@@ -219,7 +251,7 @@ type wireEvent struct {
 
 func (s *Stream) apply(raw sse.Event) (Event, bool) {
 	var e wireEvent
-	if err := json.Unmarshal(raw.Data, &e); err != nil {
+	if err := jsonv2.Unmarshal(raw.Data, &e, eventOptions); err != nil {
 		s.done, s.err = true, fmt.Errorf("gateway: stream event %q: %w", raw.Name, err)
 		return Event{}, false
 	}

@@ -96,7 +96,8 @@ func (c Content) Text() string {
 }
 
 // ContentBlock is one block of a message: text, tool_use, tool_result or
-// thinking. Only the fields of its type are set.
+// thinking. Only the fields of its type are set; it is encoded with the
+// members of its type (encode_block.go).
 type ContentBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
@@ -112,33 +113,6 @@ type ContentBlock struct {
 	Thinking     string        `json:"thinking,omitempty"`
 	Signature    string        `json:"signature,omitempty"`
 	CacheControl *CacheControl `json:"cache_control,omitempty"`
-}
-
-// MarshalJSON writes the block, keeping "text" on text blocks even when empty
-// and "input" on tool_use blocks.
-func (b ContentBlock) MarshalJSON() ([]byte, error) {
-	type plain ContentBlock
-	switch b.Type {
-	case BlockText:
-		return json.Marshal(struct {
-			Type         string        `json:"type"`
-			Text         string        `json:"text"`
-			CacheControl *CacheControl `json:"cache_control,omitempty"`
-		}{b.Type, b.Text, b.CacheControl})
-	case BlockToolUse:
-		input := b.Input
-		if len(input) == 0 {
-			input = json.RawMessage(`{}`)
-		}
-		return json.Marshal(struct {
-			Type         string          `json:"type"`
-			ID           string          `json:"id"`
-			Name         string          `json:"name"`
-			Input        json.RawMessage `json:"input"`
-			CacheControl *CacheControl   `json:"cache_control,omitempty"`
-		}{b.Type, b.ID, b.Name, input, b.CacheControl})
-	}
-	return json.Marshal(plain(b))
 }
 
 // CacheControl marks a prompt-caching breakpoint.
