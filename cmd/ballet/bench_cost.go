@@ -20,6 +20,7 @@ type turnCost struct {
 	turns       int
 	took        time.Duration
 	goCPU       time.Duration
+	modelCPU    time.Duration // the fake model's process, not in the total
 	pgCPU       time.Duration // the bench database's backends
 	pgCPUOK     bool
 	pgBackends  [2]int // at the start, at the end
@@ -40,10 +41,12 @@ type costMeter struct {
 	rdb     redis.UniversalClient
 	pool    *pgxpool.Pool
 	counter *pgCounter
+	model   *fakeProcess
 	pids    []int32 // the backends at the end
 
 	start     time.Time
 	goCPU     time.Duration
+	modelCPU  time.Duration
 	pg        pgSample
 	commits   int64
 	redisCPU  time.Duration
@@ -70,7 +73,7 @@ func (m *costMeter) begin(ctx context.Context) error {
 		return err
 	}
 	m.driver = m.counter.counts()
-	m.goCPU = processCPU()
+	m.goCPU, m.modelCPU = processCPU(), m.model.cpu()
 	m.start = time.Now()
 	return nil
 }
@@ -79,7 +82,7 @@ func (m *costMeter) begin(ctx context.Context) error {
 func (m *costMeter) stop(ctx context.Context, turns int) error {
 	c := &m.cost
 	c.turns, c.took = turns, time.Since(m.start)
-	c.goCPU = processCPU() - m.goCPU
+	c.goCPU, c.modelCPU = processCPU()-m.goCPU, m.model.cpu()-m.modelCPU
 	d := m.counter.counts()
 	c.driver = pgCounts{d.statements - m.driver.statements, d.roundTrips - m.driver.roundTrips,
 		d.commits - m.driver.commits, d.connects - m.driver.connects}
@@ -189,7 +192,7 @@ func (c turnCost) columns() []float64 {
 	}
 	return []float64{float64(c.turns) / c.took.Seconds(), perMS(c.goCPU), perMS(c.pgCPU), perMS(c.redisCPU),
 		perMS(c.goCPU + c.pgCPU + c.redisCPU), float64(stmts) / n, float64(c.driver.roundTrips) / n,
-		float64(c.commits) / n, float64(c.walBytes) / n, float64(cmds) / n}
+		float64(c.commits) / n, float64(c.walBytes) / n, float64(cmds) / n, perMS(c.modelCPU)}
 }
 
 // printCostTable prints the per-turn cost of each mode and their ratio.
@@ -198,8 +201,8 @@ func printCostTable(out io.Writer, costs map[string]turnCost, pgss bool) {
 	if pgss {
 		stmtSrc = "pg_stat_statements"
 	}
-	fmt.Fprintf(out, "\n### Per-turn cost\n\n| mode | turns/s | Go CPU ms/turn | Postgres CPU ms/turn | Redis CPU ms/turn | total | statements/turn (%s) | round trips/turn | commits/turn | WAL bytes/turn | Redis cmds/turn |\n"+
-		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", stmtSrc)
+	fmt.Fprintf(out, "\n### Per-turn cost\n\n| mode | turns/s | Go CPU ms/turn | Postgres CPU ms/turn | Redis CPU ms/turn | total | statements/turn (%s) | round trips/turn | commits/turn | WAL bytes/turn | Redis cmds/turn | fake model CPU ms/turn (not in total) |\n"+
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", stmtSrc)
 	cols := map[string][]float64{}
 	for _, mode := range []string{"queue", "direct"} {
 		c, ok := costs[mode]
@@ -212,8 +215,8 @@ func printCostTable(out io.Writer, costs map[string]turnCost, pgss bool) {
 		if !c.pgCPUOK {
 			pg = "n/a (no access)"
 		}
-		fmt.Fprintf(out, "| %s | %.0f | %.2f | %s | %.2f | %.2f | %.1f | %.1f | %.2f | %.0f | %.1f |\n",
-			mode, v[0], v[1], pg, v[3], v[4], v[5], v[6], v[7], v[8], v[9])
+		fmt.Fprintf(out, "| %s | %.0f | %.2f | %s | %.2f | %.2f | %.1f | %.1f | %.2f | %.0f | %.1f | %.2f |\n",
+			mode, v[0], v[1], pg, v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10])
 	}
 	if q, d := cols["queue"], cols["direct"]; q != nil && d != nil {
 		fmt.Fprint(out, "| queue ÷ direct |")
@@ -239,7 +242,8 @@ func printCostTable(out io.Writer, costs map[string]turnCost, pgss bool) {
 			c.pgBackends[0], c.pgBackends[1], float64(c.pgServerCPU)/float64(time.Millisecond)/n)
 		fmt.Fprintf(out, "  Redis commands/turn, top 5: %s\n", topCommands(c.redisCmds, n, 5))
 	}
-	fmt.Fprint(out, "\nGo CPU: this process (getrusage): worker, load generator, fake model, pub/sub reader. "+
+	fmt.Fprint(out, "\nGo CPU: this process (getrusage): worker, load generator, pub/sub reader. "+
+		"Fake model CPU: the ballet fake-llm child process (/proc/<pid>/stat, 10 ms ticks); the model is not Ballet's, so it is not in the total. "+
 		"Postgres CPU: /proc/<pid>/stat of the bench database's backends alive at the end (a backend that exited during the run is missed). "+
 		"Redis CPU and commands: INFO cpu and commandstats of the whole server. "+
 		"WAL bytes: pg_current_wal_lsn() of the whole server. "+

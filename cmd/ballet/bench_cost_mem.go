@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	goruntime "runtime"
 	"runtime/pprof"
 	"strconv"
@@ -45,79 +43,6 @@ func statusKiB(pid int, field string) int64 {
 	return n
 }
 
-// memFake is the fake model of the memory phase, a child process (ballet
-// fake-llm), so that the bench process's memory is the worker's and the
-// load generator's alone.
-type memFake struct {
-	url   string
-	pid   int
-	close func()
-}
-
-func startMemFake(ctx context.Context, latency time.Duration) (*memFake, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	script, err := os.CreateTemp("", "ballet-bench-fake-*.yaml")
-	if err != nil {
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	defer os.Remove(script.Name()) // read once at the child's start
-	_, err = fmt.Fprintf(script, "loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", latency)
-	if cerr := script.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	cmd := exec.CommandContext(cctx, exe, "fake-llm", "--addr", addr, "--script", script.Name())
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 5 * time.Second // then killed
-	if err := cmd.Start(); err != nil {
-		cancel()
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	f := &memFake{url: "http://" + addr, pid: cmd.Process.Pid, close: func() {
-		cancel()
-		_ = cmd.Wait()
-	}}
-	// Wait for the listener (the script file must outlive the child's start).
-	if err := waitListening(ctx, addr, 10*time.Second); err != nil {
-		f.close()
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	return f, nil
-}
-
-// waitListening dials addr until it answers, for at most timeout.
-func waitListening(ctx context.Context, addr string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	var d net.Dialer
-	for {
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not listening after %s: %w", addr, timeout, err)
-		case <-t.C:
-		}
-	}
-}
-
 // benchTurnMemory holds --memory-turns turns running at once through the
 // queue (one message per session, the fake model answering after
 // --memory-latency, worker.concurrency raised to fit them all) on a fresh
@@ -127,7 +52,7 @@ func waitListening(ctx context.Context, addr string, timeout time.Duration) erro
 // first message. The fake model runs in a process of its
 // own; its peak RSS is printed apart.
 func benchTurnMemory(ctx context.Context, cfg Config, o turnBenchOptions, out io.Writer) error {
-	fake, err := startMemFake(ctx, o.memLatency)
+	fake, err := startFakeProcess(ctx, "", o.memLatency)
 	if err != nil {
 		return err
 	}

@@ -11,27 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/store"
 )
-
-// startBenchFake starts the fake model: the script named by script
-// ("demo" or a path, see fakellm.Resolve), or when it is "" one text
-// answer "ok" after latency.
-func startBenchFake(script string, latency time.Duration) (*fakellm.Server, error) {
-	sc := fakellm.MustParse(fmt.Sprintf("loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", latency))
-	if script != "" {
-		var err error
-		if sc, err = fakellm.Resolve(script); err != nil {
-			return nil, fmt.Errorf("bench turns: --script: %w", err)
-		}
-	}
-	fake := fakellm.New(sc)
-	if err := fake.Start(); err != nil {
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	return fake, nil
-}
 
 // modeResult is one mode's turns and their cost.
 type modeResult struct {
@@ -41,7 +22,7 @@ type modeResult struct {
 }
 
 // runTurnMode runs one mode on a database of its own, measuring its cost.
-func runTurnMode(ctx context.Context, cfg Config, o turnBenchOptions, mode, fakeURL string, out io.Writer) (modeResult, error) {
+func runTurnMode(ctx context.Context, cfg Config, o turnBenchOptions, mode string, fake *fakeProcess, out io.Writer) (modeResult, error) {
 	bd, err := openBenchDatabase(ctx, cfg.Database, o.reuseDB)
 	if err != nil {
 		return modeResult{}, err
@@ -58,7 +39,7 @@ func runTurnMode(ctx context.Context, cfg Config, o turnBenchOptions, mode, fake
 	if err != nil {
 		return modeResult{}, err
 	}
-	meter := &costMeter{bd: bd, rdb: rt.rdb, pool: rt.db.Pool(), counter: counter}
+	meter := &costMeter{bd: bd, rdb: rt.rdb, pool: rt.db.Pool(), counter: counter, model: fake}
 	begin, end := meter.begin, meter.stop
 	var profile *os.File
 	if o.cpuProfile != "" {
@@ -80,7 +61,7 @@ func runTurnMode(ctx context.Context, cfg Config, o turnBenchOptions, mode, fake
 			return meter.stop(ctx, turns)
 		}
 	}
-	times, took, err := runTurns(ctx, rt, turnWorkload{fakeURL: fakeURL, mode: mode, sessions: o.sessions, messages: o.messages,
+	times, took, err := runTurns(ctx, rt, turnWorkload{fakeURL: fake.url, mode: mode, sessions: o.sessions, messages: o.messages,
 		begin: begin, end: end})
 	rt.close()
 	if err != nil {

@@ -35,8 +35,11 @@ func TestBenchTurnsCostTable(t *testing.T) {
 	for _, mode := range []string{"queue", "direct"} {
 		row := regexp.MustCompile(`(?m)^\| ` + mode + ` \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| .*$`).FindString(out)
 		cells := strings.Split(strings.Trim(row, "| "), " | ")
-		if len(cells) != 11 {
-			t.Fatalf("%s: cost row %q has %d cells, want 11:\n%s", mode, row, len(cells), out)
+		if len(cells) != 12 {
+			t.Fatalf("%s: cost row %q has %d cells, want 12:\n%s", mode, row, len(cells), out)
+		}
+		if v, err := strconv.ParseFloat(cells[11], 64); err != nil || v < 0 {
+			t.Errorf("%s: fake model CPU = %q, want a number ≥ 0", mode, cells[11])
 		}
 		for i, name := range map[int]string{5: "statements/turn", 6: "round trips/turn", 7: "commits/turn", 9: "Redis cmds/turn"} {
 			if v, err := strconv.ParseFloat(cells[i], 64); err != nil || v <= 0 {

@@ -46,14 +46,15 @@ func newBenchTurnsCmd() *cobra.Command {
 		Use:   "turns",
 		Short: "planner turn throughput, latency and cost per turn through the queue vs. the turn loop in-process",
 		Long: "Runs --sessions sessions × --messages messages through a worker against the\n" +
-			"configured Postgres and Redis with the fake model at --latency: once through the\n" +
-			"queue, once calling the turn loop in-process. Each session sends its next message\n" +
-			"when the previous turn is done, as a human would. Each mode runs on a fresh\n" +
-			"database created (and migrated) on the configured server and dropped at the end;\n" +
-			"beside turns/s it prints the CPU per turn of this process, the Postgres backends\n" +
-			"and Redis, and the statements, round trips, commits, WAL bytes and Redis commands\n" +
-			"per turn. --memory-turns adds a phase that holds that many turns running at once\n" +
-			"and prints the worker's memory per running turn.",
+			"configured Postgres and Redis with the fake model (a ballet fake-llm child process)\n" +
+			"at --latency: once through the queue, once calling the turn loop in-process. Each\n" +
+			"session sends its next message when the previous turn is done, as a human would.\n" +
+			"Each mode runs on a fresh database created (and migrated) on the configured server\n" +
+			"and dropped at the end; beside turns/s it prints the CPU per turn of this process,\n" +
+			"the Postgres backends and Redis (the fake model's apart, not in the total), and the\n" +
+			"statements, round trips, commits, WAL bytes and Redis commands per turn.\n" +
+			"--memory-turns adds a phase that holds that many turns running at once and prints\n" +
+			"the worker's memory per running turn.",
 		Example: "  ballet bench turns --sessions 200 --messages 10\n" +
 			"  ballet bench turns --mode queue --sessions 10 --messages 1 --memory-turns 1000 --memory-latency 5s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,11 +92,11 @@ func benchTurns(ctx context.Context, o turnBenchOptions, out io.Writer) error {
 		return err
 	}
 	cfg.Log.Level = "error"
-	fake, err := startBenchFake(o.script, o.latency)
+	fake, err := startFakeProcess(ctx, o.script, o.latency)
 	if err != nil {
 		return err
 	}
-	defer fake.Close()
+	defer fake.close()
 	model := "one text answer after " + o.latency.String()
 	if o.script != "" {
 		model = "script " + o.script
@@ -115,7 +116,7 @@ func benchTurns(ctx context.Context, o turnBenchOptions, out io.Writer) error {
 	costs := map[string]turnCost{}
 	pgss := false
 	for _, mode := range modes {
-		r, err := runTurnMode(ctx, cfg, o, mode, fake.URL(), out)
+		r, err := runTurnMode(ctx, cfg, o, mode, fake, out)
 		if err != nil {
 			return fmt.Errorf("bench turns (%s): %w", mode, err)
 		}
