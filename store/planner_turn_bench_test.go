@@ -74,13 +74,7 @@ func turnSteps(db *store.DB, caller store.Caller, session string, n int) []turnS
 			return err
 		}},
 		{"history", history},
-		{"finish", func(ctx context.Context) error {
-			last := &store.Message{Role: "assistant", Content: []store.Block{{Type: store.BlockText, Text: "done"}},
-				StopReason: store.ReasonEndTurn}
-			_, _, err := db.FinishTurn(ctx, claim.Fence, store.TurnOutcome{Status: store.TurnDone,
-				Reason: store.ReasonEndTurn}, last)
-			return err
-		}},
+		{"finish", func(ctx context.Context) error { return finishDone(ctx, db, claim.Fence) }},
 	}
 }
 
@@ -307,4 +301,13 @@ func processCPU(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// finishDone finishes the turn of fence with the model's answer "done", as
+// the worker does after its last round.
+func finishDone(ctx context.Context, db *store.DB, fence store.Fence) error {
+	last := &store.Message{Role: "assistant", Content: []store.Block{{Type: store.BlockText, Text: "done"}},
+		StopReason: store.ReasonEndTurn}
+	_, _, err := db.FinishTurn(ctx, fence, store.TurnOutcome{Status: store.TurnDone, Reason: store.ReasonEndTurn}, last)
+	return err
 }

@@ -27,13 +27,7 @@ func oneRoundSteps(db *store.DB, caller store.Caller, session string, _ int) []t
 			_, err := db.LoadHistory(ctx, session, claim.Turn.Position)
 			return err
 		}},
-		{"finish", func(ctx context.Context) error {
-			last := &store.Message{Role: "assistant", Content: []store.Block{{Type: store.BlockText, Text: "done"}},
-				StopReason: store.ReasonEndTurn}
-			_, _, err := db.FinishTurn(ctx, claim.Fence, store.TurnOutcome{Status: store.TurnDone,
-				Reason: store.ReasonEndTurn}, last)
-			return err
-		}},
+		{"finish", func(ctx context.Context) error { return finishDone(ctx, db, claim.Fence) }},
 	}
 }
 

@@ -1,13 +1,13 @@
 package tasks
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/balletplanner/ballet/internal/jsontest"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -47,36 +47,6 @@ func filled(t *testing.T, v reflect.Value) {
 	}
 }
 
-// sameJSON fails t unless got and want hold the same JSON value: the same
-// members (an omitted one is not a zero one), numbers compared as written.
-func sameJSON(t testing.TB, got, want []byte) {
-	t.Helper()
-	g, err := decodeJSON(got)
-	if err != nil {
-		t.Fatalf("decode %s: %v", got, err)
-	}
-	w, err := decodeJSON(want)
-	if err != nil {
-		t.Fatalf("decode the reference %s: %v", want, err)
-	}
-	if !reflect.DeepEqual(g, w) {
-		t.Fatalf("not the same value:\n got %s\nwant %s", got, want)
-	}
-}
-
-func decodeJSON(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("data after the value")
-	}
-	return v, nil
-}
-
 func TestEncodeOutputMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	var full store.Output
@@ -105,7 +75,7 @@ func TestEncodeOutputMatchesEncodingJSON(t *testing.T) {
 			if got[len(got)-1] != '}' {
 				t.Fatalf("%q does not end the object (publishText appends to it)", got)
 			}
-			sameJSON(t, got, want)
+			jsontest.Same(t, got, want)
 			var back store.Output
 			if err := json.Unmarshal(got, &back); err != nil {
 				t.Fatal(err)
@@ -134,7 +104,7 @@ func FuzzEncodeOutput(f *testing.F) {
 			t.Fatalf("%q, %q: error %v, encoding/json's %v", s, raw, gerr, werr)
 		}
 		if werr == nil {
-			sameJSON(t, got, want)
+			jsontest.Same(t, got, want)
 		}
 	})
 }

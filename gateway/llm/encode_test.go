@@ -1,17 +1,16 @@
 package llm
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/balletplanner/ballet/internal/jsontest"
 )
 
 // refBlock is ContentBlock with the MarshalJSON it had before the jsonv2
 // encoder (encoding/json on anonymous structs): the reference whose values
-// the encoder must write (sameJSON; the bytes may differ: escapes, number
+// the encoder must write (jsontest.Same; the bytes may differ: escapes, number
 // forms).
 type refBlock ContentBlock
 
@@ -137,38 +136,6 @@ func testRequests() map[string]MessageRequest {
 	}
 }
 
-// sameJSON fails t unless got and want hold the same JSON value (numbers
-// compared as written).
-func sameJSON(t testing.TB, got, want []byte) {
-	t.Helper()
-	g, err := decodeJSON(got)
-	if err != nil {
-		t.Fatalf("decode %s: %v", got, err)
-	}
-	w, err := decodeJSON(want)
-	if err != nil {
-		t.Fatalf("decode the reference %s: %v", want, err)
-	}
-	if !reflect.DeepEqual(g, w) {
-		t.Fatalf("not the same value:\n got %s\nwant %s", got, want)
-	}
-}
-
-func decodeJSON(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errTrailing
-	}
-	return v, nil
-}
-
-var errTrailing = errors.New("data after the value")
-
 func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	for name, req := range testRequests() {
@@ -184,14 +151,14 @@ func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sameJSON(t, got, want)
+				jsontest.Same(t, got, want)
 			}
 			// json.Marshal of the request (ContentBlock.MarshalJSON) agrees too.
 			got, err := json.Marshal(req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameJSON(t, got, want)
+			jsontest.Same(t, got, want)
 		})
 	}
 }
@@ -222,7 +189,7 @@ func FuzzEncodeRequest(f *testing.F) {
 			t.Fatalf("%q, %q: error %v, encoding/json's %v", s, raw, gerr, werr)
 		}
 		if werr == nil {
-			sameJSON(t, got, want)
+			jsontest.Same(t, got, want)
 		}
 	})
 }
@@ -291,6 +258,6 @@ func TestToolsCacheFollowsTheTools(t *testing.T) {
 		}
 		want, _ := json.Marshal(ts)
 		t.Log(name)
-		sameJSON(t, got, want)
+		jsontest.Same(t, got, want)
 	}
 }
