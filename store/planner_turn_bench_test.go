@@ -201,19 +201,7 @@ func BenchmarkTurnWrites(b *testing.B) {
 			if schema.restore {
 				restore = droppedConstraintMigrations
 			}
-			t := newTurnBench(b, restore...)
-			pgStart, goStart := backendCPU(t.backend), processCPU(b)
-			for b.Loop() {
-				t.turn()
-			}
-			pgCPU, goCPU := backendCPU(t.backend)-pgStart, processCPU(b)-goStart
-			trips, statements := t.counter.take()
-			if pgCPU >= 0 {
-				b.ReportMetric(float64(pgCPU.Microseconds())/float64(b.N), "pg-cpu-µs/turn")
-			}
-			b.ReportMetric(float64(goCPU.Microseconds())/float64(b.N), "go-cpu-µs/turn")
-			b.ReportMetric(float64(statements)/float64(b.N), "statements/turn")
-			b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/turn")
+			newTurnBench(b, restore...).loop(b)
 		})
 	}
 	// Paired: all dropped constraints restored on one side, then each
@@ -310,4 +298,21 @@ func finishDone(ctx context.Context, db *store.DB, fence store.Fence) error {
 		StopReason: store.ReasonEndTurn}
 	_, _, err := db.FinishTurn(ctx, fence, store.TurnOutcome{Status: store.TurnDone, Reason: store.ReasonEndTurn}, last)
 	return err
+}
+
+// loop runs turns for b's loop and reports the Postgres backend's CPU per
+// turn, the test process's, and the statements and round trips.
+func (t *turnBench) loop(b *testing.B) {
+	pgStart, goStart := backendCPU(t.backend), processCPU(b)
+	for b.Loop() {
+		t.turn()
+	}
+	pgCPU, goCPU := backendCPU(t.backend)-pgStart, processCPU(b)-goStart
+	trips, statements := t.counter.take()
+	if pgCPU >= 0 {
+		b.ReportMetric(float64(pgCPU.Microseconds())/float64(b.N), "pg-cpu-µs/turn")
+	}
+	b.ReportMetric(float64(goCPU.Microseconds())/float64(b.N), "go-cpu-µs/turn")
+	b.ReportMetric(float64(statements)/float64(b.N), "statements/turn")
+	b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/turn")
 }

@@ -73,17 +73,5 @@ func BenchmarkTurnCost(b *testing.B) {
 // process's, and the statements and round trips: the figure to compare
 // between two builds, run alternately.
 func BenchmarkOneRoundTurn(b *testing.B) {
-	t := newStepsBench(b, oneRoundSteps)
-	pgStart, goStart := backendCPU(t.backend), processCPU(b)
-	for b.Loop() {
-		t.turn()
-	}
-	pgCPU, goCPU := backendCPU(t.backend)-pgStart, processCPU(b)-goStart
-	trips, statements := t.counter.take()
-	if pgCPU >= 0 {
-		b.ReportMetric(float64(pgCPU.Microseconds())/float64(b.N), "pg-cpu-µs/turn")
-	}
-	b.ReportMetric(float64(goCPU.Microseconds())/float64(b.N), "go-cpu-µs/turn")
-	b.ReportMetric(float64(statements)/float64(b.N), "statements/turn")
-	b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/turn")
+	newStepsBench(b, oneRoundSteps).loop(b)
 }

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"fmt"
-	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -23,19 +22,11 @@ var outputOptions = jsonv2.JoinOptions(
 )
 
 // encodeOutput returns o as JSON, one object without a trailing newline
-// (publishText appends to it). Every output a turn publishes is encoded,
-// the text deltas on the hot path: o is marshaled from a pooled copy, so
-// that the JSON is the one allocation (o itself stays where it is).
+// (publishText appends to it).
 func encodeOutput(o *store.Output) ([]byte, error) {
-	c := outputCopies.Get().(*store.Output)
-	*c = *o
-	b, err := jsonv2.Marshal(c, outputOptions)
-	*c = store.Output{}
-	outputCopies.Put(c)
+	b, err := jsonv2.Marshal(o, outputOptions)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: encode output: %w", err)
 	}
 	return b, nil
 }
-
-var outputCopies = sync.Pool{New: func() any { return new(store.Output) }}
