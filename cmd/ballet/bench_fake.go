@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
@@ -59,49 +61,57 @@ func startFakeProcess(ctx context.Context, script string, latency time.Duration)
 		}
 		script = f.Name()
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cmd := exec.CommandContext(cctx, exe, "fake-llm", "--addr", "127.0.0.1:0", "--script", script)
+	cmd.Stderr = io.Discard
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("bench turns: fake model: %w", err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	cmd := exec.CommandContext(cctx, exe, "fake-llm", "--addr", addr, "--script", script)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 5 * time.Second // then killed
 	if err := cmd.Start(); err != nil {
 		cancel()
 		return nil, fmt.Errorf("bench turns: fake model: %w", err)
 	}
-	f := &fakeProcess{url: "http://" + addr, pid: cmd.Process.Pid, close: func() {
+	f := &fakeProcess{pid: cmd.Process.Pid, close: func() {
 		cancel()
 		_ = cmd.Wait()
 	}}
-	// Wait for the listener (a temporary script must outlive the child's start).
-	if err := waitListening(ctx, addr, 10*time.Second); err != nil {
+	// The child picks its port and prints its URL once it listens (a
+	// temporary script must outlive the child's start).
+	if f.url, err = readListening(ctx, stdout, 10*time.Second); err != nil {
 		f.close()
 		return nil, fmt.Errorf("bench turns: fake model: %w", err)
 	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }() // until the child exits
 	return f, nil
 }
 
-// waitListening dials addr until it answers, for at most timeout.
-func waitListening(ctx context.Context, addr string, timeout time.Duration) error {
+// readListening reads r, the stdout of `ballet fake-llm`, until the line
+// naming its URL, for at most timeout.
+func readListening(ctx context.Context, r io.Reader, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	var d net.Dialer
-	for {
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c.Close()
+	found := make(chan string, 1)
+	go func() {
+		defer close(found)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if url, ok := strings.CutPrefix(sc.Text(), fakeLLMListening); ok {
+				found <- url
+				return
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not listening after %s: %w", addr, timeout, err)
-		case <-t.C:
+	}()
+	select {
+	case url, ok := <-found:
+		if !ok {
+			return "", errors.New("exited before listening")
 		}
+		return url, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("not listening after %s", timeout)
 	}
 }

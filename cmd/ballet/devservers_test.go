@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/balletplanner/ballet/internal/porttest"
 	"net"
 	"os"
 	"os/exec"
@@ -144,13 +145,5 @@ func answers(port int) bool {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	_, port, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return porttest.Port(t)
 }

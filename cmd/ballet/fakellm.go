@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 
 	"github.com/spf13/cobra"
 
@@ -22,18 +24,23 @@ func newFakeLLMCmd() *cobra.Command {
 			"planner on the demo project (see `ballet demo`).",
 		Example: "  ballet fake-llm --addr 127.0.0.1:8090 --script demo",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFakeLLM(cmd.Context(), addr, script)
+			return runFakeLLM(cmd.Context(), cmd.OutOrStdout(), addr, script)
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8090", "`host:port` to listen on")
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8090", "`host:port` to listen on (port 0 picks a free one; the URL is printed once listening)")
 	c.Flags().StringVar(&script, "script", "demo", `"demo" or the `+"`PATH`"+` of a JSON or YAML script`)
 	_ = c.MarkFlagFilename("script", "json", "yaml", "yml")
 	return c
 }
 
+// fakeLLMListening starts the line `ballet fake-llm` prints on stdout
+// once it listens, followed by its base URL.
+const fakeLLMListening = "fake-llm: listening on "
+
 // runFakeLLM serves a scripted fake model upstream (the Anthropic Messages
-// API and OpenAI Chat Completions) until SIGTERM or SIGINT.
-func runFakeLLM(ctx context.Context, addr, script string) error {
+// API and OpenAI Chat Completions) until SIGTERM or SIGINT, and prints its
+// URL on out once it listens.
+func runFakeLLM(ctx context.Context, out io.Writer, addr, script string) error {
 	if addr == "" {
 		return usageError{"fake-llm: --addr must not be empty"}
 	}
@@ -41,7 +48,12 @@ func runFakeLLM(ctx context.Context, addr, script string) error {
 	if err != nil {
 		return fmt.Errorf("fake-llm: --script %s: %w", script, err)
 	}
-	return fakellm.ListenAndServe(ctx, addr, s)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("fake-llm: --addr: %w", err)
+	}
+	fmt.Fprintf(out, "%shttp://%s\n", fakeLLMListening, ln.Addr())
+	return fakellm.Serve(ctx, ln, s)
 }
 
 // fakeUpstream is the scripted fake model that gateway.fake names, served

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -25,6 +28,30 @@ func TestFakeLLMServesTheDemo(t *testing.T) {
 		t.Fatalf("POST /v1/messages: %d %s", res.StatusCode, b)
 	}
 	p.stop(t)
+}
+
+// With port 0, `ballet fake-llm` picks a free port and prints the URL it
+// serves on once it listens: how `ballet bench turns` starts its model.
+func TestFakeLLMPrintsTheURLOfAPickedPort(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "fake-llm", "--addr", "127.0.0.1:0")
+	cmd.Env = append(cleanEnv(), "BALLET_TEST_AS_MAIN=1")
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url, err := readListening(context.Background(), stdout, storetest.WaitTimeout)
+	if err != nil || !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, ":0") {
+		t.Fatalf("listening line: %q, %v", url, err)
+	}
+	body := `{"model":"claude-demo","max_tokens":500,"messages":[{"role":"user","content":"We need password reset"}]}`
+	res, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader(body))
+	must(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name":"list_runnable"`) {
+		t.Fatalf("POST /v1/messages: %d %s", res.StatusCode, b)
+	}
 }
 
 func TestFakeLLMRefusesAMissingScript(t *testing.T) {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
+	"github.com/balletplanner/ballet/internal/porttest"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,14 +38,10 @@ func (p *process) log() string {
 	return p.stderr.String()
 }
 
+// freeAddr is an address for a child process to listen on (see porttest).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return porttest.Addr(t)
 }
 
 // startProcess runs `ballet <args>` with the api on a free port.

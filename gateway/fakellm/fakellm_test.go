@@ -128,17 +128,16 @@ answers:
 	}
 }
 
-func TestListenAndServe(t *testing.T) {
+func TestServe(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- fakellm.ListenAndServe(ctx, addr, fakellm.Demo()) }()
+	go func() { done <- fakellm.Serve(ctx, ln, fakellm.Demo()) }()
 	var resp *http.Response
 	storetest.Poll(storetest.WaitTimeout, func() bool {
 		resp, err = http.Post("http://"+addr+"/v1/chat/completions", "application/json",

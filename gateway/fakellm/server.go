@@ -93,14 +93,14 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
-// ListenAndServe serves the script on addr until ctx ends: the body of
-// `ballet fake-llm`.
-func ListenAndServe(ctx context.Context, addr string, script *Script) error {
+// Serve serves the script on ln until ctx ends, then shuts down within
+// 5 s: the body of `ballet fake-llm`.
+func Serve(ctx context.Context, ln net.Listener, script *Script) error {
 	s := New(script)
-	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	slog.InfoContext(ctx, "fake llm listening", slog.String("addr", addr), slog.String("script", script.Name))
+	go func() { errc <- srv.Serve(ln) }()
+	slog.InfoContext(ctx, "fake llm listening", slog.String("addr", ln.Addr().String()), slog.String("script", script.Name))
 	select {
 	case err := <-errc:
 		return fmt.Errorf("fakellm: serve: %w", err)

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/balletplanner/ballet/internal/porttest"
 	"net"
 	"os"
 	"os/exec"
@@ -82,14 +83,7 @@ func binary() (string, error) {
 	return b, nil
 }
 
-func sparePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+func sparePort() (int, error) { return porttest.Spare() }
 
 // start runs redis-server on a spare port with the configuration lines
 // conf (plus port, bind and dir) and waits until it answers PING. sentinel

@@ -3,7 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"net"
+	"github.com/balletplanner/ballet/internal/porttest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -168,14 +168,7 @@ func versionOf(binDir string) int {
 	return n
 }
 
-func sparePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+func sparePort() (int, error) { return porttest.Spare() }
 
 // privateDialTimeout bounds one connection attempt to a private server in
 // tests that expect it to be down.

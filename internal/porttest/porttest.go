@@ -1,0 +1,91 @@
+// Package porttest hands tests TCP ports for servers they start in another
+// process: a ballet subprocess, a private Postgres or Redis.
+//
+// A port probed with "127.0.0.1:0" and closed again comes from the kernel's
+// ephemeral range, the same range every outgoing connection on the machine
+// draws its local port from, so a Redis or Postgres client may take it
+// before the child binds it ("address already in use"). The ports handed
+// out here lie below that range, where only a listener that asks for one
+// by number can land, and one test binary never hands out the same port
+// twice.
+package porttest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const (
+	// lowest is the first port handed out: above the registered services
+	// a development machine runs (Postgres 5432, Redis 6379, 8080, 9090).
+	lowest = 10000
+	// fallbackEphemeral is Linux's default first ephemeral port, used when
+	// /proc does not say.
+	fallbackEphemeral = 32768
+)
+
+var (
+	mu     sync.Mutex
+	issued = map[int]bool{}
+)
+
+// Port returns a port on 127.0.0.1 that nothing listens on now, outside
+// the ephemeral range, not handed out before by this test binary.
+func Port(t testing.TB) int {
+	t.Helper()
+	p, err := Spare()
+	if err != nil {
+		t.Fatalf("porttest: %v", err)
+	}
+	return p
+}
+
+// Addr returns "127.0.0.1:<Port>".
+func Addr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(Port(t)))
+}
+
+// Spare is Port for callers without a testing.TB.
+func Spare() (int, error) {
+	high := ephemeralStart() - 1
+	mu.Lock()
+	defer mu.Unlock()
+	for range 1000 {
+		p := lowest + rand.IntN(high-lowest+1)
+		if issued[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // taken by someone else
+		}
+		_ = ln.Close()
+		issued[p] = true
+		return p, nil
+	}
+	return 0, fmt.Errorf("no free port in %d-%d after 1000 tries", lowest, high)
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range.
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return fallbackEphemeral
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return fallbackEphemeral
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= lowest+1000 {
+		return fallbackEphemeral
+	}
+	return n
+}
