@@ -59,6 +59,11 @@ func StartSentinel(t testing.TB) *Sentinel {
 	return s
 }
 
+// failoverTimeout bounds a failover. A sentinel that aborts a failover
+// (one step slower than failover-timeout, 5 s, on a loaded machine) tries
+// again only after twice that, so a few retries must fit.
+const failoverTimeout = 90 * time.Second
+
 // Addrs are the sentinels' addresses.
 func (s *Sentinel) Addrs() []string {
 	var addrs []string
@@ -84,14 +89,14 @@ func (s *Sentinel) Failover(t testing.TB) {
 	s.Master.Kill()
 	for _, sn := range s.Sentinels {
 		c := redis.NewSentinelClient(&redis.Options{Addr: sn.Addr})
-		storetest.WaitForWithin(t, startTimeout, "sentinel "+sn.Addr+" to name the replica as master", func() bool {
+		storetest.WaitForWithin(t, failoverTimeout, "sentinel "+sn.Addr+" to name the replica as master", func() bool {
 			addr, err := c.GetMasterAddrByName(ctx, MasterName).Result()
 			return err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == s.Replica.Addr
 		})
 		_ = c.Close()
 	}
 	master := s.Replica.Client(t)
-	storetest.WaitForWithin(t, startTimeout, "the replica to take writes", func() bool {
+	storetest.WaitForWithin(t, failoverTimeout, "the replica to take writes", func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		return master.Set(cctx, "redistest:failover", "1", time.Minute).Err() == nil
