@@ -27,10 +27,15 @@ func (db *DB) StopBeating(ctx context.Context, id string) error {
 }
 
 // ForgetWorkers deletes the rows of workers whose beat expired before
-// before and that hold no lease any more.
+// before and that hold no lease any more. A session holds a lease exactly
+// while one of its turns runs (ClaimTurn takes both in one statement; a
+// running turn's end releases it), so a worker's leases are found through
+// the running turns' index, not an index of leases: that one made every
+// claim's session update a non-HOT one.
 func (db *DB) ForgetWorkers(ctx context.Context, before time.Time) error {
 	if _, err := db.pool.Exec(ctx, `DELETE FROM planner_workers w WHERE w.expires_at < $1
-		AND NOT EXISTS (SELECT 1 FROM planner_sessions s WHERE s.lease_owner = w.id)`, before); err != nil {
+		AND NOT EXISTS (SELECT 1 FROM planner_turns t JOIN planner_sessions s ON s.id = t.session_id
+			WHERE t.status = 'running' AND s.lease_owner = w.id)`, before); err != nil {
 		return fmt.Errorf("store: forget workers: %w", err)
 	}
 	return nil

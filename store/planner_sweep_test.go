@@ -135,3 +135,67 @@ func BenchmarkTakeDueHeads(b *testing.B) {
 		})
 	}
 }
+
+// TestForgetWorkersKeepsLeaseHolders: of workers whose beat expired long
+// ago, ForgetWorkers deletes those that hold no lease (one never claimed,
+// one finished its turn) and keeps those whose session lease is still
+// theirs (one running its turn, one that handed its lease back), found
+// through the running turns.
+func TestForgetWorkersKeepsLeaseHolders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newTrackerFixture(t)
+	claim := func(owner string) store.Fence {
+		t.Helper()
+		s, err := f.db.CreateSession(ctx, f.engineer, "WEB", "plan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.db.SendMessage(ctx, f.engineer, s.ID, "hello", "", store.QueueLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.db.ClaimTurn(ctx, res.Turn, owner, time.Minute)
+		if err != nil || c.State != store.ClaimRun {
+			t.Fatalf("claim for %s: %v, state %v", owner, err, c.State)
+		}
+		return c.Fence
+	}
+	for _, w := range []string{"idle", "running", "handed-back", "finished"} {
+		if err := f.db.Beat(ctx, w, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim("running")
+	if err := f.db.HandBack(ctx, claim("handed-back")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.db.FinishTurn(ctx, claim("finished"), store.TurnOutcome{Status: store.TurnDone,
+		Reason: store.ReasonEndTurn}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Pool().Exec(ctx, `UPDATE planner_workers SET expires_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.ForgetWorkers(ctx, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := f.db.Pool().Query(ctx, `SELECT id FROM planner_workers ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"handed-back", "running"}; !slices.Equal(kept, want) {
+		t.Fatalf("workers kept %v, want the lease holders %v", kept, want)
+	}
+}

@@ -36,6 +36,7 @@ func oneRoundSteps(db *store.DB, caller store.Caller, session string, _ int) []t
 var turnCostMigrations = []string{
 	"00101_planner_outputs_turn_idx.sql",
 	"00102_planner_counter_triggers.sql",
+	"00103_planner_sessions_hot.sql",
 }
 
 // BenchmarkTurnCost pairs turns on a database with the Down sections of
