@@ -200,9 +200,11 @@ func (db *DB) Messages(ctx context.Context, sessionID string) ([]Message, error)
 const messageColumns = `m.seq, m.role, m.content, COALESCE(m.author, ''), COALESCE(m.stop_reason, ''), m.usage,
 	COALESCE(m.turn_id::text, ''), m.created_at`
 
+// scanMessage reads the content and usage with jsonv2 (planner_json.go).
 func scanMessage(r pgx.Row) (Message, error) {
 	var m Message
-	err := r.Scan(&m.Seq, &m.Role, &m.Content, &m.Author, &m.StopReason, &m.Usage, &m.Turn, &m.CreatedAt)
+	err := r.Scan(&m.Seq, &m.Role, (*blocksJSON)(&m.Content), &m.Author, &m.StopReason, (*usageJSON)(&m.Usage),
+		&m.Turn, &m.CreatedAt)
 	return m, err
 }
 

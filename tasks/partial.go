@@ -21,8 +21,9 @@ import (
 // partialTTL is how long a round's text outlives its last delta.
 const partialTTL = time.Hour
 
-// partialTTLArg is partialTTL as the scripts take it, in milliseconds.
-var partialTTLArg = strconv.FormatInt(partialTTL.Milliseconds(), 10)
+// partialTTLArg is partialTTL as the scripts take it, in milliseconds,
+// boxed once for their argument lists.
+var partialTTLArg any = strconv.FormatInt(partialTTL.Milliseconds(), 10)
 
 // PartialKey is the hash (turn, after) of a session's running round.
 func (n Names) PartialKey(session string) string {
@@ -30,7 +31,12 @@ func (n Names) PartialKey(session string) string {
 }
 
 // PartialTextKey holds the running round's text so far.
-func (n Names) PartialTextKey(session string) string { return n.PartialKey(session) + ":text" }
+func (n Names) PartialTextKey(session string) string {
+	return n.PartialKey(session) + partialTextSuffix
+}
+
+// partialTextSuffix makes a session's PartialKey its PartialTextKey.
+const partialTextSuffix = ":text"
 
 // publishStored publishes a stored output and moves the session's running
 // round: `started` begins one; a later output of the same turn begins the
@@ -78,13 +84,13 @@ func (p *Publisher) publishArgs(o store.Output) (*redis.Script, []string, []any,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	keys := []string{p.names.PartialKey(o.Session), p.names.PartialTextKey(o.Session)}
-	ttl := partialTTLArg
+	hash := p.names.PartialKey(o.Session)
+	keys := []string{hash, hash + partialTextSuffix}
 	ch := p.names.SessionChannel(o.Session)
 	if o.Type == store.OutputText {
-		return publishText, keys, []any{ch, b, o.Turn, o.Text, ttl}, nil
+		return publishText, keys, []any{ch, b, o.Turn, o.Text, partialTTLArg}, nil
 	}
-	return publishStored, keys, []any{ch, b, o.Turn, o.Cursor, o.Type, ttl}, nil
+	return publishStored, keys, []any{ch, b, o.Turn, o.Cursor, o.Type, partialTTLArg}, nil
 }
 
 // publish sends one output on its session's channel through the scripts.

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -148,10 +147,13 @@ func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) 
 }
 
 func (q *Queue) enqueue(ctx context.Context, session, turn, taskID string) error {
-	payload, _ := json.Marshal(TurnPayload{Session: session, Turn: turn, RequestID: llm.RequestID(ctx)})
+	payload, err := TurnPayload{Session: session, Turn: turn, RequestID: llm.RequestID(ctx)}.Marshal()
+	if err != nil {
+		return err
+	}
 	task := asynq.NewTask(TypeTurn, payload, asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
 		asynq.Timeout(q.timeout), asynq.MaxRetry(50))
-	_, err := q.client.EnqueueContext(ctx, task)
+	_, err = q.client.EnqueueContext(ctx, task)
 	return err
 }
 

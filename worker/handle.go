@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,8 +21,8 @@ var errTimedOut = errors.New("turn timed out")
 // resume the turn from what is stored (loop.go), end it with exactly one
 // done.
 func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
-	var p tasks.TurnPayload
-	if err := json.Unmarshal(task.Payload(), &p); err != nil {
+	p, err := tasks.ParseTurnPayload(task.Payload())
+	if err != nil {
 		w.log.ErrorContext(ctx, "bad turn task payload", slog.Any("error", err))
 		return fmt.Errorf("worker: payload: %v: %w", err, asynq.SkipRetry)
 	}
@@ -122,8 +121,11 @@ func (w *Worker) publishFinish(ctx context.Context, session string, outs []store
 // RunTurn runs one turn in the calling goroutine, exactly as a task would,
 // without the queue; benchmarks use it to measure what the queue adds.
 func (w *Worker) RunTurn(ctx context.Context, session, turn string) error {
-	payload, _ := json.Marshal(tasks.TurnPayload{Session: session, Turn: turn})
-	err := w.handle(ctx, asynq.NewTask(tasks.TypeTurn, payload))
+	payload, err := tasks.TurnPayload{Session: session, Turn: turn}.Marshal()
+	if err != nil {
+		return err
+	}
+	err = w.handle(ctx, asynq.NewTask(tasks.TypeTurn, payload))
 	if errors.Is(err, asynq.RevokeTask) {
 		return nil
 	}

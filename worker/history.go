@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/balletplanner/ballet/gateway/llm"
@@ -12,21 +13,32 @@ import (
 // result had no effect.
 const interruptedResult = "error: this tool call was interrupted before it completed and had no effect; call it again if it is still needed"
 
-// toModel converts stored messages to the Messages API form.
+// toModel converts stored messages to the Messages API form. The blocks of
+// all messages share one array, each message's capped to its own (an
+// append to one, as repair's merge does, copies it).
 func toModel(msgs []store.Message) []llm.Message {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	blocks := make(llm.Content, 0, n)
 	out := make([]llm.Message, 0, len(msgs))
 	for _, m := range msgs {
-		gm := llm.Message{Role: m.Role}
+		start := len(blocks)
 		for _, b := range m.Content {
 			switch b.Type {
 			case store.BlockText:
-				gm.Content = append(gm.Content, llm.ContentBlock{Type: llm.BlockText, Text: b.Text})
+				blocks = append(blocks, llm.ContentBlock{Type: llm.BlockText, Text: b.Text})
 			case store.BlockToolUse:
-				gm.Content = append(gm.Content, llm.ContentBlock{Type: llm.BlockToolUse, ID: b.ToolUseID, Name: b.Name, Input: b.Input})
+				blocks = append(blocks, llm.ContentBlock{Type: llm.BlockToolUse, ID: b.ToolUseID, Name: b.Name, Input: b.Input})
 			case store.BlockToolResult:
-				gm.Content = append(gm.Content, llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: b.ToolUseID,
+				blocks = append(blocks, llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: b.ToolUseID,
 					Content: llm.Content{{Type: llm.BlockText, Text: b.Text}}, IsError: b.IsError})
 			}
+		}
+		gm := llm.Message{Role: m.Role}
+		if len(blocks) > start {
+			gm.Content = blocks[start:len(blocks):len(blocks)]
 		}
 		out = append(out, gm)
 	}
@@ -61,13 +73,7 @@ func fromModel(c llm.Content) []store.Block {
 func repair(msgs []llm.Message) []llm.Message {
 	var merged []llm.Message
 	for _, m := range msgs {
-		var blocks llm.Content
-		for _, b := range m.Content {
-			if b.Type == llm.BlockText && strings.TrimSpace(b.Text) == "" {
-				continue
-			}
-			blocks = append(blocks, b)
-		}
+		blocks := nonEmpty(m.Content)
 		if len(blocks) == 0 {
 			continue
 		}
@@ -105,6 +111,24 @@ func repair(msgs []llm.Message) []llm.Message {
 	return out
 }
 
+// nonEmpty is content without its blank text blocks: content itself when
+// it has none, which is the common case.
+func nonEmpty(content llm.Content) llm.Content {
+	blank := func(b llm.ContentBlock) bool { return b.Type == llm.BlockText && strings.TrimSpace(b.Text) == "" }
+	i := slices.IndexFunc(content, blank)
+	if i < 0 {
+		return content
+	}
+	out := make(llm.Content, i, len(content)-1)
+	copy(out, content[:i])
+	for _, b := range content[i+1:] {
+		if !blank(b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // toolCalls are the tool_use ids of an assistant message, in order.
 func toolCalls(m llm.Message) []string {
 	if m.Role != llm.RoleAssistant {
@@ -122,6 +146,9 @@ func toolCalls(m llm.Message) []string {
 // answer puts a result for every call first, in the order of the calls in
 // content, and drops results that answer no call.
 func answer(content llm.Content, calls []string) llm.Content {
+	if len(calls) == 0 && !slices.ContainsFunc(content, isResult) {
+		return content // nothing to answer, nothing to drop
+	}
 	given := map[string]llm.ContentBlock{}
 	var rest llm.Content
 	for _, b := range content {
@@ -142,3 +169,5 @@ func answer(content llm.Content, calls []string) llm.Content {
 	}
 	return append(results, rest...)
 }
+
+func isResult(b llm.ContentBlock) bool { return b.Type == llm.BlockToolResult }
