@@ -115,7 +115,8 @@ func (db *DB) CreateSession(ctx context.Context, caller Caller, projectKey, titl
 	return s, nil
 }
 
-// ListSessions lists a project's sessions, most recently active first.
+// ListSessions lists a project's sessions, the one a human last sent a
+// message to first (to the second; ties by id).
 func (db *DB) ListSessions(ctx context.Context, caller Caller, projectKey string, limit int) ([]Session, error) {
 	p, err := db.ProjectByKey(ctx, projectKey)
 	if err != nil {

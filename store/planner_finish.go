@@ -41,8 +41,8 @@ func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, o TurnOutcome) ([]Output
 		return nil, "", err
 	}
 	if t.Status == TurnRunning {
-		if _, err := tx.Exec(ctx, `UPDATE planner_sessions SET lease_owner = NULL, lease_expires_at = NULL,
-			last_active_at = now() WHERE id = $1`, t.Session); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE planner_sessions SET lease_owner = NULL, lease_expires_at = NULL
+			WHERE id = $1`, t.Session); err != nil {
 			return nil, "", err
 		}
 	}

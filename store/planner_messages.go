@@ -32,10 +32,11 @@ type sessionTaken struct {
 }
 
 // fencedSessionUpdate is the one write of the session row. A message
-// touches the session (last_active_at, updated_at); ending the turn releases
-// the lease and touches last_active_at; outputs alone only move the cursor.
+// touches the session (updated_at); ending the turn releases the lease;
+// outputs alone only move the cursor. None of them moves last_active_at
+// (see activeNow), so with the lease unindexed they are HOT updates when
+// the new row version fits on its page.
 const fencedSessionUpdate = `UPDATE planner_sessions s SET next_seq = s.next_seq + $3, next_cursor = s.next_cursor + $4,
-	last_active_at = CASE WHEN $3 > 0 OR $5 THEN now() ELSE s.last_active_at END,
 	updated_at = CASE WHEN $3 > 0 THEN now() ELSE s.updated_at END,
 	lease_owner = CASE WHEN $5 THEN NULL ELSE s.lease_owner END,
 	lease_expires_at = CASE WHEN $5 THEN NULL ELSE s.lease_expires_at END

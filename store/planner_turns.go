@@ -190,6 +190,14 @@ const maxSendAttempts = 3
 // errAlreadySent rolls back a send whose turn was sent before.
 var errAlreadySent = errors.New("turn already sent")
 
+// activeNow is what a send stores in last_active_at: when a human last
+// sent a message, to the second. It only orders the sessions list, and it
+// is the one key of planner_sessions_project_idx a write moves, so only a
+// send moves it (a worker's writes are HOT updates), and two sends of a
+// session in the same second store the same value (the second one can be
+// HOT too).
+const activeNow = `date_trunc('second', now())`
+
 // sendSession locks the session row and allocates, in one write, the seq of
 // the message, the position of the turn and the cursor of its queued
 // output; it also finds a turn this session already sent with the client's
@@ -197,7 +205,7 @@ var errAlreadySent = errors.New("turn already sent")
 // are read as of the statement's start: a send racing for the same id is
 // caught by the unique indexes instead, and retried.
 const sendSession = `UPDATE planner_sessions SET next_seq = next_seq + 1, next_turn = next_turn + 1,
-	next_cursor = next_cursor + 1, last_active_at = now(), updated_at = now()
+	next_cursor = next_cursor + 1, last_active_at = ` + activeNow + `, updated_at = now()
 	WHERE id = $1
 	RETURNING next_seq - 1, next_turn - 1, next_cursor - 1, now(),
 		(SELECT t.id::text FROM planner_turns t WHERE t.session_id = $1 AND t.client_turn_id = $2),
