@@ -111,7 +111,7 @@ func (s *Server) authorize(r *http.Request) (llm.Principal, *refusal) {
 
 // readBody reads a request body up to gateway.max_request_bytes.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *refusal) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	raw, err := readAllSized(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes), r.ContentLength, s.cfg.MaxRequestBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -120,6 +120,30 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *refu
 		return nil, refuse(http.StatusBadRequest, llm.ErrInvalidRequest, "read body: "+err.Error())
 	}
 	return raw, nil
+}
+
+// readAllSized is io.ReadAll into a buffer sized to the declared length
+// (a request's Content-Length, -1 when unknown), when it is at most limit:
+// one allocation instead of ReadAll's doubling from 512 bytes. A body that
+// is longer than it declared still reads whole.
+func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, declared+1) // +1: the read that meets the end needs room
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // scopeOf resolves the scope of a principal: its project, or its

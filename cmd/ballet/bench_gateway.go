@@ -65,7 +65,7 @@ gateway, the gateway too) of each target and their ratio.`,
 	addConfigFlag(c, &path)
 	c.Flags().StringVar(&conc, "concurrency", "1,200", "concurrent streams, comma-separated levels")
 	c.Flags().IntVar(&requests, "requests", 1000, "calls per target and level (raised to the level when lower)")
-	c.Flags().StringVar(&profile, "cpu-profile", "", "write CPU profiles of the calls through the gateway to `PATH`.<streams>.<round> (go tool pprof merges them)")
+	c.Flags().StringVar(&profile, "cpu-profile", "", "write CPU profiles of the calls through the gateway to `PATH`.<streams>.<round>, of the direct calls to PATH.direct.<streams>.<round> (go tool pprof merges them)")
 	return c
 }
 
@@ -105,12 +105,15 @@ func benchGateway(ctx context.Context, path, conc string, requests int, profile 
 			benchRow{streams: c, metric: "TTFB", direct: quantilesOf(direct.ttfb), gateway: quantilesOf(viaGateway.ttfb)})
 		cpus = append(cpus, cpuRow{streams: c, direct: direct, gateway: viaGateway})
 		if env.profile != "" {
-			fmt.Fprintf(out, "%d streams: CPU profiles of the calls through the gateway in %s.%d.*\n", c, env.profile, c)
+			fmt.Fprintf(out, "%d streams: CPU profiles of the calls through the gateway in %s.%d.*, of the direct calls in %s.direct.%d.*\n",
+				c, env.profile, c, env.profile, c)
 		}
 	}
 	writeGatewayTable(out, rows)
 	fmt.Fprintln(out)
 	writeCPUTable(out, cpus)
+	fmt.Fprintln(out)
+	writeCountsTable(out, cpus)
 	return nil
 }
 
@@ -230,6 +233,8 @@ func (e *gatewayBench) close() {
 type benchSamples struct {
 	total, ttfb []time.Duration
 	cpu, wall   time.Duration
+	// counts are the process's allocations and system calls over the rounds.
+	counts processCounts
 }
 
 // call streams one answer from base and times it.
@@ -274,11 +279,16 @@ func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *ben
 		jobs <- struct{}{}
 	}
 	close(jobs)
+	var counts processCounts
+	if into != nil {
+		counts = readProcessCounts()
+	}
 	start, cpu := time.Now(), processCPU()
 	if into != nil {
 		defer func() {
 			into.cpu += processCPU() - cpu
 			into.wall += time.Since(start)
+			into.counts = into.counts.add(readProcessCounts().sub(counts))
 		}()
 	}
 	for range c {
@@ -317,10 +327,11 @@ func (e *gatewayBench) measure(ctx context.Context, c, n int) (direct, viaGatewa
 		if share == 0 {
 			continue
 		}
-		if err := e.run(ctx, e.fake.URL(), c, share, &direct); err != nil {
+		err := e.profiled(fmt.Sprintf("direct.%d.%d", c, r), func() error { return e.run(ctx, e.fake.URL(), c, share, &direct) })
+		if err != nil {
 			return direct, viaGateway, fmt.Errorf("direct: %w", err)
 		}
-		err := e.profiled(c, r, func() error { return e.run(ctx, e.gwURL, c, share, &viaGateway) })
+		err = e.profiled(fmt.Sprintf("%d.%d", c, r), func() error { return e.run(ctx, e.gwURL, c, share, &viaGateway) })
 		if err != nil {
 			return direct, viaGateway, fmt.Errorf("gateway: %w", err)
 		}
@@ -334,15 +345,16 @@ func (e *gatewayBench) measure(ctx context.Context, c, n int) (direct, viaGatewa
 	return direct, viaGateway, nil
 }
 
-// profiled runs f, one round of calls through the gateway at c streams,
-// under the CPU profiler when --cpu-profile is set: each round in a file of
-// its own, PATH.<streams>.<round> (go tool pprof merges the files it is
-// given).
-func (e *gatewayBench) profiled(c, round int, f func() error) error {
+// profiled runs f, one round of calls, under the CPU profiler when
+// --cpu-profile is set: each round in a file of its own, PATH.<streams>.<round>
+// through the gateway and PATH.direct.<streams>.<round> direct (go tool
+// pprof merges the files it is given), so that the client's share can be
+// compared: go tool pprof -tagfocus target=client.
+func (e *gatewayBench) profiled(suffix string, f func() error) error {
 	if e.profile == "" {
 		return f()
 	}
-	file, err := os.Create(fmt.Sprintf("%s.%d.%d", e.profile, c, round))
+	file, err := os.Create(e.profile + "." + suffix)
 	if err != nil {
 		return fmt.Errorf("--cpu-profile: %w", err)
 	}
@@ -363,62 +375,4 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// benchRow is one line of the table: one metric at one concurrency.
-type benchRow struct {
-	streams         int
-	metric          string
-	direct, gateway quantiles
-}
-
-// writeGatewayTable prints the rows as a Markdown table.
-func writeGatewayTable(w io.Writer, rows []benchRow) {
-	fmt.Fprintln(w, "| streams | metric | direct p50 | direct p95 | direct p99 | gateway p50 | gateway p95 | gateway p99 | ratio p50 | ratio p95 | ratio p99 | added p50 |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	ratio := func(g, d time.Duration) string {
-		if d <= 0 {
-			return "–"
-		}
-		return fmt.Sprintf("%.2f×", float64(g)/float64(d))
-	}
-	for _, r := range rows {
-		fmt.Fprintf(w, "| %d | %s | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %s | %s | %s | %s ms |\n",
-			r.streams, r.metric, ms(r.direct.p50), ms(r.direct.p95), ms(r.direct.p99),
-			ms(r.gateway.p50), ms(r.gateway.p95), ms(r.gateway.p99),
-			ratio(r.gateway.p50, r.direct.p50), ratio(r.gateway.p95, r.direct.p95), ratio(r.gateway.p99, r.direct.p99),
-			ms(r.gateway.p50-r.direct.p50))
-	}
-}
-
-// cpuRow is the CPU time per call of both targets at one concurrency.
-type cpuRow struct {
-	streams         int
-	direct, gateway benchSamples
-}
-
-// writeCPUTable prints the process's CPU time per call of each target (the
-// client and the fake upstream in both, the gateway too in the second),
-// their ratio, and the calls per second the rounds made.
-func writeCPUTable(w io.Writer, rows []cpuRow) {
-	fmt.Fprintln(w, "| streams | direct CPU/call | gateway CPU/call | ratio | added CPU/call | direct calls/s | gateway calls/s |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
-	perCall := func(s benchSamples) time.Duration { return s.cpu / time.Duration(max(len(s.total), 1)) }
-	rate := func(s benchSamples) string {
-		if s.wall <= 0 {
-			return "–"
-		}
-		return fmt.Sprintf("%.0f", float64(len(s.total))/s.wall.Seconds())
-	}
-	for _, r := range rows {
-		d, g := perCall(r.direct), perCall(r.gateway)
-		ratio := "–"
-		if d > 0 {
-			ratio = fmt.Sprintf("%.2f×", float64(g)/float64(d))
-		}
-		fmt.Fprintf(w, "| %d | %d µs | %d µs | %s | %d µs | %s | %s |\n", r.streams, d.Microseconds(), g.Microseconds(), ratio,
-			(g - d).Microseconds(), rate(r.direct), rate(r.gateway))
-	}
-	fmt.Fprintln(w, "\nCPU: this process's user + system time (getrusage) over each target's rounds, per call: the client and the "+
-		"fake upstream in both, the gateway too through it. Postgres's share (the usage rows, written in batches) is not counted.")
 }

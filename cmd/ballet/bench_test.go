@@ -19,7 +19,7 @@ func TestBenchGatewayPrintsTheTable(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	for _, want := range []string{"| streams | metric | direct p50 |", "| 1 | latency |", "| 1 | TTFB |", "| 3 | latency |", "| 3 | TTFB |",
-		"| streams | direct CPU/call | gateway CPU/call | ratio |"} {
+		"| streams | direct CPU/call | gateway CPU/call | ratio |", "| streams | direct allocs/call | gateway allocs/call |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -45,15 +45,14 @@ func (s *Reader) Next() (Event, error) {
 // Writer forwards events to an HTTP response. Write flushes each event;
 // Append and WriteRaw only buffer, for Flush to send what has gathered.
 type Writer struct {
-	w     io.Writer
-	flush func() error
-	buf   []byte
+	w   io.Writer
+	rc  *http.ResponseController
+	buf []byte
 }
 
 // NewWriter returns a Writer of w.
 func NewWriter(w http.ResponseWriter) *Writer {
-	rc := http.NewResponseController(w)
-	return &Writer{w: w, flush: rc.Flush}
+	return &Writer{w: w, rc: http.NewResponseController(w)}
 }
 
 // Write sends one event and flushes it.
@@ -81,7 +80,7 @@ func (s *Writer) WriteRaw(b []byte) error {
 
 // Flush sends what was written.
 func (s *Writer) Flush() error {
-	if err := s.flush(); err != nil {
+	if err := s.rc.Flush(); err != nil {
 		return fmt.Errorf("flush event: %w", err)
 	}
 	return nil
