@@ -106,6 +106,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	plainOnLoopback(pc, cfg.URL)
 	pc.MaxConns = cfg.MaxConns
 	timeout := cfg.ConnectTimeout
 	if timeout <= 0 {

@@ -24,6 +24,7 @@ type turnCost struct {
 	pgCPU       time.Duration // the bench database's backends
 	pgCPUOK     bool
 	pgBackends  [2]int // at the start, at the end
+	pgTLS       int    // of the backends at the end, those on TLS
 	pgServerCPU time.Duration
 	redisCPU    time.Duration
 	driver      pgCounts
@@ -109,6 +110,9 @@ func (m *costMeter) stop(ctx context.Context, turns int) error {
 		c.pgCPU += t - m.pg.backends[pid]
 	}
 	c.pgBackends = [2]int{len(m.pg.backends), len(pg.backends)}
+	if c.pgTLS, err = m.bd.tlsBackends(ctx); err != nil {
+		return err
+	}
 	if pg.server > 0 && m.pg.server > 0 {
 		c.pgServerCPU = pg.server - m.pg.server
 	}
@@ -238,8 +242,8 @@ func printCostTable(out io.Writer, costs map[string]turnCost, pgss bool) {
 		fmt.Fprintf(out, "\n%s: %d turns in %.2f s. Database growth %.0f bytes/turn (pg_database_size). Driver: %.1f statements, %.1f round trips, %.2f commits per turn, %d new connections.\n",
 			mode, c.turns, c.took.Seconds(), float64(c.dbBytes)/n, float64(c.driver.statements)/n,
 			float64(c.driver.roundTrips)/n, float64(c.driver.commits)/n, c.driver.connects)
-		fmt.Fprintf(out, "  Postgres: backends of the bench database %d at the start, %d at the end; whole server (postmaster, all backends, WAL writer, checkpointer, autovacuum, other databases) %.2f ms/turn.\n",
-			c.pgBackends[0], c.pgBackends[1], float64(c.pgServerCPU)/float64(time.Millisecond)/n)
+		fmt.Fprintf(out, "  Postgres: backends of the bench database %d at the start, %d at the end (%d of them on TLS); whole server (postmaster, all backends, WAL writer, checkpointer, autovacuum, other databases) %.2f ms/turn.\n",
+			c.pgBackends[0], c.pgBackends[1], c.pgTLS, float64(c.pgServerCPU)/float64(time.Millisecond)/n)
 		fmt.Fprintf(out, "  Redis commands/turn, top 5: %s\n", topCommands(c.redisCmds, n, 5))
 	}
 	fmt.Fprint(out, "\nGo CPU: this process (getrusage): worker, load generator, pub/sub reader. "+

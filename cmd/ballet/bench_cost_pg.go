@@ -219,6 +219,16 @@ func (bd *benchDatabase) samplePG(ctx context.Context) (pgSample, error) {
 	return s, nil
 }
 
+// tlsBackends counts the database's backends whose connection is on TLS.
+func (bd *benchDatabase) tlsBackends(ctx context.Context) (int, error) {
+	var n int
+	if err := bd.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+		WHERE a.datname = $1 AND s.ssl`, bd.name).Scan(&n); err != nil {
+		return 0, fmt.Errorf("bench turns: pg_stat_ssl: %w", err)
+	}
+	return n, nil
+}
+
 // backendPIDs are the process ids of the database's backends.
 func (bd *benchDatabase) backendPIDs(ctx context.Context) ([]int32, error) {
 	rows, err := bd.admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1`, bd.name)

@@ -26,6 +26,7 @@ func TestBenchTurnsCostTable(t *testing.T) {
 		"| mode | turns/s | Go CPU ms/turn | Postgres CPU ms/turn | Redis CPU ms/turn | total | statements/turn",
 		"| queue ÷ direct |",
 		"Redis commands/turn, top 5: ",
+		"of them on TLS); whole server",
 		"### Memory per running turn (queue, 2 sessions × 1 message, model latency 200ms",
 	} {
 		if !strings.Contains(out, want) {
