@@ -37,18 +37,7 @@ func turnSteps(db *store.DB, caller store.Caller, session string, n int) []turnS
 		_, err := db.LoadHistory(ctx, session, claim.Turn.Position)
 		return err
 	}
-	return []turnStep{
-		{"send", func(ctx context.Context) (err error) {
-			res, err = db.SendMessage(ctx, caller, session, "what next?", "", store.QueueLimits{})
-			return err
-		}},
-		{"claim", func(ctx context.Context) (err error) {
-			claim, err = db.ClaimTurn(ctx, res.Turn, "bench-worker", time.Minute)
-			if err == nil && claim.State != store.ClaimRun {
-				err = fmt.Errorf("claim state %v, want run", claim.State)
-			}
-			return err
-		}},
+	return append(sendAndClaim(db, caller, session, &res, &claim), []turnStep{
 		{"history", history},
 		{"answer", func(ctx context.Context) error {
 			answer := store.Message{Role: "assistant", Content: []store.Block{{Type: store.BlockToolUse,
@@ -75,6 +64,25 @@ func turnSteps(db *store.DB, caller store.Caller, session string, n int) []turnS
 		}},
 		{"history", history},
 		{"finish", func(ctx context.Context) error { return finishDone(ctx, db, claim.Fence) }},
+	}...)
+}
+
+// sendAndClaim are the first two steps of every turn: the human's send
+// (into *res) and the worker's claim of its turn (into *claim), which must
+// run it.
+func sendAndClaim(db *store.DB, caller store.Caller, session string, res *store.SendResult, claim *store.Claim) []turnStep {
+	return []turnStep{
+		{"send", func(ctx context.Context) (err error) {
+			*res, err = db.SendMessage(ctx, caller, session, "what next?", "", store.QueueLimits{})
+			return err
+		}},
+		{"claim", func(ctx context.Context) (err error) {
+			*claim, err = db.ClaimTurn(ctx, res.Turn, "bench-worker", time.Minute)
+			if err == nil && claim.State != store.ClaimRun {
+				err = fmt.Errorf("claim state %v, want run", claim.State)
+			}
+			return err
+		}},
 	}
 }
 

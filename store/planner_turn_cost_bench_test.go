@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -14,21 +13,13 @@ import (
 func oneRoundSteps(db *store.DB, caller store.Caller, session string, _ int) []turnStep {
 	var res store.SendResult
 	var claim store.Claim
-	return []turnStep{
-		{"send", func(ctx context.Context) (err error) {
-			res, err = db.SendMessage(ctx, caller, session, "what next?", "", store.QueueLimits{})
-			return err
-		}},
-		{"claim", func(ctx context.Context) (err error) {
-			claim, err = db.ClaimTurn(ctx, res.Turn, "bench-worker", time.Minute)
-			return err
-		}},
+	return append(sendAndClaim(db, caller, session, &res, &claim), []turnStep{
 		{"history", func(ctx context.Context) error {
 			_, err := db.LoadHistory(ctx, session, claim.Turn.Position)
 			return err
 		}},
 		{"finish", func(ctx context.Context) error { return finishDone(ctx, db, claim.Fence) }},
-	}
+	}...)
 }
 
 // turnCostMigrations are the migrations that cut the Postgres CPU of a turn;

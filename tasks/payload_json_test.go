@@ -3,6 +3,8 @@ package tasks
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/balletplanner/ballet/internal/jsontest"
 )
 
 func TestTurnPayloadJSON(t *testing.T) {
@@ -19,20 +21,11 @@ func TestTurnPayloadJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := json.Marshal(p)
-			var g, w map[string]any
-			if err := json.Unmarshal(got, &g); err != nil {
+			want, err := json.Marshal(p)
+			if err != nil {
 				t.Fatal(err)
 			}
-			_ = json.Unmarshal(want, &w)
-			if len(g) != len(w) {
-				t.Fatalf("encoded %s, encoding/json %s", got, want)
-			}
-			for k, v := range w {
-				if g[k] != v {
-					t.Fatalf("encoded %s, encoding/json %s", got, want)
-				}
-			}
+			jsontest.Same(t, got, want)
 			back, err := ParseTurnPayload(want)
 			if err != nil || back != p {
 				t.Fatalf("parsed %+v, %v; want %+v", back, err, p)
