@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,27 +124,17 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *refu
 }
 
 // readAllSized is io.ReadAll into a buffer sized to the declared length
-// (a request's Content-Length, -1 when unknown), when it is at most limit:
-// one allocation instead of ReadAll's doubling from 512 bytes. A body that
-// is longer than it declared still reads whole.
+// (a request's Content-Length, -1 when unknown) when it is at most limit:
+// one allocation instead of ReadAll's doubling from 512 bytes. A body of
+// another length still reads whole.
 func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
 	if declared <= 0 || declared > limit {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, 0, declared+1) // +1: the read that meets the end needs room
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
+	var buf bytes.Buffer
+	buf.Grow(int(declared) + bytes.MinRead) // ReadFrom keeps MinRead free for each read
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // scopeOf resolves the scope of a principal: its project, or its
