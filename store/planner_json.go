@@ -17,7 +17,11 @@ import (
 
 // columnOptions read the columns as encoding/json reads the types' tags:
 // names match case-insensitively, duplicate names are kept (the last wins)
-// and invalid UTF-8 becomes U+FFFD.
+// and invalid UTF-8 becomes U+FFFD. Only these three, not all of
+// jsonv1.DefaultOptionsV1 as the gateway's meter: the rest changes nothing
+// for these types (TestBlocksJSONReadsAsEncodingJSON,
+// TestUsageJSONReadsAsEncodingJSON) and took a text message's decode from
+// 0.35× encoding/json's time to 0.55×.
 var columnOptions = jsonv2.JoinOptions(
 	jsonv2.MatchCaseInsensitiveNames(true),
 	jsontext.AllowDuplicateNames(true),
