@@ -9,8 +9,6 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,19 +26,14 @@ type memSample struct {
 func readMem(running int64) memSample {
 	var m goruntime.MemStats
 	goruntime.ReadMemStats(&m)
-	return memSample{running: running, heap: m.HeapInuse, sys: m.Sys, stack: m.StackInuse, rssKiB: statusKiB(os.Getpid(), "VmRSS"),
+	return memSample{running: running, heap: m.HeapInuse, sys: m.Sys, stack: m.StackInuse, rssKiB: rss(os.Getpid()),
 		goroutines: goruntime.NumGoroutine()}
 }
 
-// statusKiB is a field of /proc/<pid>/status in KiB (VmRSS, VmHWM); 0 when
-// it cannot be read.
-func statusKiB(pid int, field string) int64 {
-	f := strings.Fields(procStatus(pid, field))
-	if len(f) == 0 {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[0], 10, 64)
-	return n
+// rss is a process's resident set in KiB, 0 when it cannot be read.
+func rss(pid int) int64 {
+	r, _ := procMemory(pid)
+	return r
 }
 
 // benchTurnMemory holds --memory-turns turns running at once through the
@@ -134,7 +127,7 @@ func benchTurnMemory(ctx context.Context, cfg Config, o turnBenchOptions, out io
 		return profErr
 	}
 	printMemTable(out, o, mc.Worker.Concurrency, base, peak, maxSys)
-	fmt.Fprintf(out, "The fake model ran in a process of its own (ballet fake-llm): peak RSS %s.\n", procStatus(fake.pid, "VmHWM"))
+	fmt.Fprintf(out, "The fake model ran in a process of its own (ballet fake-llm): peak RSS %s.\n", peakRSS(fake.pid))
 	if o.memProfile != "" {
 		fmt.Fprintf(out, "Heap profile at the peak: %s (go tool pprof -sample_index=inuse_space); goroutines: %s.goroutines\n",
 			o.memProfile, o.memProfile)

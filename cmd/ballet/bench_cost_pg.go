@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -262,58 +261,4 @@ func (bd *benchDatabase) commitsAfterExit(ctx context.Context, pids []int32) (in
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// procStat is the CPU (user + system) and parent of a process.
-type procStat struct {
-	cpu, children time.Duration
-	ppid          int
-}
-
-// clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on Linux.
-const clockTick = 10 * time.Millisecond
-
-// readProcStat reads /proc/<pid>/stat.
-func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
-	ppid, _ := strconv.Atoi(f[1])
-	return procStat{
-		cpu:      time.Duration(n(11)+n(12)) * clockTick,
-		children: time.Duration(n(13)+n(14)) * clockTick,
-		ppid:     ppid,
-	}, nil
-}
-
-// serverCPU is the CPU of a Postgres server: the postmaster, every living
-// child (backends of all databases, WAL writer, checkpointer, autovacuum)
-// and the children it has reaped. 0 when /proc cannot be read.
-func serverCPU(postmaster int) time.Duration {
-	pm, err := readProcStat(postmaster)
-	if err != nil {
-		return 0
-	}
-	total := pm.cpu + pm.children
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readProcStat(pid); err == nil && st.ppid == postmaster {
-			total += st.cpu
-		}
-	}
-	return total
 }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
-	"os"
 	goruntime "runtime"
-	"strconv"
 )
 
 // processCounts are counters of the whole process: heap allocations (from
@@ -24,27 +20,7 @@ func readProcessCounts() processCounts {
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	c := processCounts{mallocs: ms.Mallocs, allocBytes: ms.TotalAlloc}
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return c
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		name, value, ok := bytes.Cut(sc.Bytes(), []byte(": "))
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseUint(string(value), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch string(name) {
-		case "syscr":
-			c.reads = n
-		case "syscw":
-			c.writes = n
-		}
-	}
+	c.reads, c.writes = syscalls()
 	return c
 }
 

@@ -147,7 +147,7 @@ func benchRealtime(ctx context.Context, f rtFlags, out io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "\napi process: peak RSS %s; bench process: peak RSS %s\n", procStatus(env.api.Process.Pid, "VmHWM"), peakRSS())
+	fmt.Fprintf(out, "\napi process: peak RSS %s; bench process: peak RSS %s\n", peakRSS(env.api.Process.Pid), peakRSS(os.Getpid()))
 	return nil
 }
 
@@ -287,29 +287,8 @@ func (e *realtimeBench) close() {
 	}
 }
 
-// procStatus reads a field of /proc/<pid>/status (VmRSS, VmHWM).
-func procStatus(pid int, field string) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			return strings.TrimSpace(strings.TrimPrefix(line, field+":"))
-		}
-	}
-	return "unknown"
-}
-
 // rssKiB is the api's resident set in KiB.
-func (e *realtimeBench) rssKiB() int64 {
-	f := strings.Fields(procStatus(e.api.Process.Pid, "VmRSS"))
-	if len(f) == 0 {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[0], 10, 64)
-	return n
-}
+func (e *realtimeBench) rssKiB() int64 { return rss(e.api.Process.Pid) }
 
 // apiMetric reads one unlabelled gauge of the api's /metrics.
 func (e *realtimeBench) apiMetric(name string) float64 {

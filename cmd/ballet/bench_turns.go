@@ -133,7 +133,7 @@ func benchTurns(ctx context.Context, o turnBenchOptions, out io.Writer) error {
 	}
 	var mem goruntime.MemStats
 	goruntime.ReadMemStats(&mem)
-	fmt.Fprintf(out, "\nprocess memory: %.0f MiB obtained from the OS (runtime.MemStats.Sys); peak RSS %s\n", float64(mem.Sys)/(1<<20), peakRSS())
+	fmt.Fprintf(out, "\nprocess memory: %.0f MiB obtained from the OS (runtime.MemStats.Sys); peak RSS %s\n", float64(mem.Sys)/(1<<20), peakRSS(os.Getpid()))
 	return nil
 }
 
@@ -368,18 +368,4 @@ func printTurnTable(out io.Writer, results map[string][]turnTimes, took map[stri
 		fmt.Fprintf(out, "\nqueue overhead at p50 (send→done): %s ms − %s ms = %s ms; ratio %.2f\n",
 			ms(q), ms(d), ms(q-d), float64(q)/float64(max(d, 1)))
 	}
-}
-
-// peakRSS reads VmHWM from /proc, where there is one.
-func peakRSS() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			return strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))
-		}
-	}
-	return "unknown"
 }
