@@ -171,8 +171,14 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.run("queue a second message", chromedp.SendKeys(chromedp.CSS(composer), "And what about two-factor sign-in?"+kb.Enter))
 	pg.until("the second turn queued at position 1", `[...document.querySelectorAll('.turn[data-state=queued] .position')].some(e => e.innerText === 'Queued · position 1')`)
 	pg.shot("session-queued")
-	pg.run("cancel the queued turn", chromedp.Click(chromedp.CSS(`.turn[data-state=queued] .cancel`)))
-	pg.until("the queued turn is gone", `!document.querySelector('.turn[data-state=queued]') && !!document.querySelector('.turn[data-state=running]')`)
+	running := eval[string](pg, `document.querySelector('.turn[data-state=running]').dataset.turn`)
+	queued := eval[string](pg, `document.querySelector('.turn[data-state=queued]').dataset.turn`)
+	// The button is clicked from the page, not at its coordinates: it moves
+	// down while the answer streams in above it, so a click at the place it
+	// was a moment ago can miss it on a loaded machine.
+	eval[any](pg, `document.querySelector('.turn[data-state=queued] .cancel').click()`)
+	pg.until("the queued turn is gone while the first still runs", fmt.Sprintf(
+		`!document.querySelector('.turn[data-turn=%q]') && !!document.querySelector('.turn[data-state=running][data-turn=%q]')`, queued, running))
 
 	// Tool calls fold under one line each, ok, and the answer streams in.
 	pg.until("four tool calls folded", `[...document.querySelectorAll('li.tool[data-status=ok] summary')].map(e => e.querySelector('.name').innerText).join(',') === 'list_runnable,search_project,read_skill,propose_changeset'`)
@@ -191,7 +197,7 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.until("the streamed text after the resume continues without gap or repeat", cont)
 	live := eval[string](pg, `document.querySelector('.msg.live')?.dataset.source ?? ''`)
 	if !strings.HasPrefix(closing, live) {
-		t.Fatalf("streamed text after the resume %q is not a prefix of %q", live, closing)
+		pg.fail("the streamed text after the resume", fmt.Errorf("%q is not a prefix of %q", live, closing))
 	}
 	pg.until("the turn ends", `!document.querySelector('.turn') && !document.querySelector('.msg.live')`)
 	once := eval[int](pg, `document.querySelector('.transcript').innerText.split('Nothing changes until you apply it').length - 1`)
