@@ -94,7 +94,7 @@ func (db *DB) CreateSession(ctx context.Context, caller Caller, projectKey, titl
 		return Session{}, err
 	}
 	var s Session
-	err = db.Tx(ctx, func(tx pgx.Tx) error {
+	err = db.txPipelined(ctx, func(tx pgx.Tx) error {
 		var id string
 		if err := tx.QueryRow(ctx, `INSERT INTO planner_sessions (project_id, title, created_by)
 			VALUES ($1, $2, $3) RETURNING id`, p.ID, title, caller.Principal.Subject).Scan(&id); err != nil {

@@ -36,7 +36,7 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 		}
 	}
 	var res CancelResult
-	err = db.Tx(ctx, func(tx pgx.Tx) error {
+	err = db.txPipelined(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM planner_sessions WHERE id = $1 FOR UPDATE`, s.ID); err != nil {
 			return err
 		}

@@ -67,7 +67,7 @@ type Claim struct {
 // worker holds a live lease. A new lease gets a fresh fencing token.
 func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Duration) (Claim, error) {
 	var c Claim
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
 		var l claimLease
 		var earlier bool
 		var t Turn
@@ -193,7 +193,7 @@ func scanClaimLease(row pgx.Row) (claimLease, error) {
 // fenced runs fn in a transaction that holds the session row, if and only
 // if f still holds the lease.
 func (db *DB) fenced(ctx context.Context, f Fence, fn func(pgx.Tx) error) error {
-	return db.Tx(ctx, func(tx pgx.Tx) error {
+	return db.txPipelined(ctx, func(tx pgx.Tx) error {
 		if err := checkFence(ctx, tx, f); err != nil {
 			return err
 		}

@@ -95,7 +95,7 @@ const finishWriteMessage = `WITH t AS (UPDATE planner_turns SET status = $2, don
 func (db *DB) FinishTurn(ctx context.Context, f Fence, o TurnOutcome, last *Message) ([]Output, string, error) {
 	var outs []Output
 	var next string
-	err := db.Tx(ctx, func(tx pgx.Tx) (err error) {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) (err error) {
 		outs, next, err = finishFenced(ctx, tx, f, o, last)
 		return err
 	})

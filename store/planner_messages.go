@@ -149,7 +149,7 @@ func queueMessageEvent(b *pgx.Batch, f Fence, s sessionTaken, m Message) {
 // AppendOutputs stores outputs of a running turn.
 func (db *DB) AppendOutputs(ctx context.Context, f Fence, outs ...Output) ([]Output, error) {
 	var stored []Output
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
 		s, err := writeSession(ctx, tx, f, sessionWrite{Outputs: len(outs)})
 		if err != nil {
 			return err
@@ -172,7 +172,7 @@ func (db *DB) AppendOutputs(ctx context.Context, f Fence, outs ...Output) ([]Out
 // message counts a round.
 func (db *DB) AppendMessage(ctx context.Context, f Fence, m Message, extra ...Output) (Message, []Output, error) {
 	var outs []Output
-	err := db.Tx(ctx, func(tx pgx.Tx) (err error) {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) (err error) {
 		m, outs, err = appendMessage(ctx, tx, f, m, extra...)
 		return err
 	})

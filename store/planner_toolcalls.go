@@ -48,7 +48,7 @@ func (db *DB) AppendAnswer(ctx context.Context, f Fence, m Message, refused []To
 		outs = append(outs, Output{Turn: f.Turn, Type: OutputToolResult, Tool: tc.Name,
 			ToolUseID: tc.ToolUseID, Text: tc.Result, IsError: true})
 	}
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
 		s, err := writeSession(ctx, tx, f, sessionWrite{Messages: 1, Outputs: len(outs)})
 		if err != nil {
 			return err
@@ -171,7 +171,7 @@ func queueFenceLock(b *pgx.Batch, f Fence) {
 func (db *DB) ClaimToolCall(ctx context.Context, f Fence, toolUseID, name string, input json.RawMessage) (ToolCall, bool, error) {
 	tc := ToolCall{ToolUseID: toolUseID, Name: name, Input: input}
 	fresh := false
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		queueFenceLock(b, f)
 		b.Queue(`INSERT INTO planner_tool_calls (session_id, tool_use_id, turn_id, name, input)
@@ -212,7 +212,7 @@ var errToolCallDone = errors.New("store: tool call done already")
 // and no cursor is used.
 func (db *DB) CompleteToolCall(ctx context.Context, f Fence, tc ToolCall) (ToolCall, []Output, error) {
 	var outs []Output
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
 		s, err := writeSession(ctx, tx, f, sessionWrite{Outputs: 1})
 		if err != nil {
 			return err

@@ -246,7 +246,7 @@ const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 // send is one transaction of SendMessage.
 func (db *DB) send(ctx context.Context, caller Caller, s Session, text, turnID string, lim QueueLimits) (SendResult, error) {
 	var res SendResult
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
+	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
 		a, err := scanSendAllocation(tx.QueryRow(ctx, sendSession, s.ID, turnID))
 		if err != nil {
 			return err
