@@ -47,6 +47,10 @@ type Config struct {
 	// rate limit (a token bucket).
 	RPCRequestsPerSecond int `toml:"rpc_requests_per_second"`
 	RPCRequestBurst      int `toml:"rpc_request_burst"`
+	// StreamRecheck is how often a planner.watch, a stream.subscribe and an
+	// outputs event stream check again that their token is valid and that
+	// the permission they started with still holds.
+	StreamRecheck time.Duration `toml:"stream_recheck"`
 }
 
 // DefaultConfig returns the built-in server defaults of SPEC §1.
@@ -55,7 +59,8 @@ func DefaultConfig() Config {
 		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000,
 		RPCAllowedOrigins: []string{}, RPCMaxConnections: defaultRPCMaxConnections, RPCHeartbeat: defaultRPCHeartbeat,
 		RPCAuthTimeout: defaultRPCAuthTimeout, RPCWriteTimeout: defaultRPCWriteTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
-		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst}
+		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst,
+		StreamRecheck: defaultStreamRecheck}
 }
 
 // Validate reports the first invalid key of the section.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,8 +29,11 @@ func wantsEventStream(c *fiber.Ctx) bool {
 // outputs after Last-Event-ID (or from_cursor), then the live ones, each as
 // an event with id = cursor (text deltas have none), event = type and data =
 // the output. It ends when the client leaves, on shutdown, or with a
-// "closed" event (reason lagging) when the client fell too far behind; an
-// EventSource then reconnects with Last-Event-ID and resumes.
+// "closed" event: reason lagging when the client fell too far behind (an
+// EventSource then reconnects with Last-Event-ID and resumes), or
+// unauthenticated, forbidden or not_found (what a new stream would be
+// answered) when a recheck, every server.stream_recheck, found the token or
+// the permission gone.
 func (s *Server) streamOutputs(c *fiber.Ctx) error {
 	from, err := streamCursor(c)
 	if err != nil {
@@ -38,10 +42,16 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 	if s.hub == nil {
 		return store.Errorf(store.CodeUnavailable, "live outputs are not served by this api process")
 	}
-	w, err := s.hub.Watch(c.UserContext(), caller(c), c.Params("session"), from)
+	session := c.Params("session")
+	w, err := s.hub.Watch(c.UserContext(), caller(c), session, from)
 	if err != nil {
 		return err
 	}
+	// The request's buffers are reused once the handler returns: the
+	// stream keeps copies of what its rechecks need.
+	token, _ := bearer(c.Get(fiber.HeaderAuthorization))
+	rc := s.sessionRecheck(s.tokenPrincipal(strings.Clone(c.IP()), strings.Clone(token)), strings.Clone(session))
+	recheckEvery := s.rpcCfg.recheck
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no") // no proxy buffering
@@ -50,6 +60,8 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 		defer w.Close()
 		hb := time.NewTicker(sseHeartbeat)
 		defer hb.Stop()
+		tick := time.NewTicker(recheckEvery)
+		defer tick.Stop()
 		// The headers go out at once, before any output.
 		if _, err := bw.WriteString(": watching\n\n"); err != nil || bw.Flush() != nil {
 			return
@@ -63,6 +75,11 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 				}
 				if writeOutput(bw, o) != nil || bw.Flush() != nil {
 					return // the client left
+				}
+			case <-tick.C:
+				if reason := rc.verdict(context.Background()); reason != "" {
+					writeClosedReason(bw, reason)
+					return
 				}
 			case <-hb.C:
 				if _, err := bw.WriteString(": heartbeat\n\n"); err != nil || bw.Flush() != nil {
@@ -121,6 +138,11 @@ func writeClosed(bw *bufio.Writer, err error) {
 	default:
 		reason = "error"
 	}
+	writeClosedReason(bw, reason)
+}
+
+// writeClosedReason ends a stream with a "closed" event of reason.
+func writeClosedReason(bw *bufio.Writer, reason string) {
 	fmt.Fprintf(bw, "event: closed\ndata: {\"reason\":%q}\n\n", reason)
 	_ = bw.Flush()
 }

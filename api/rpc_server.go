@@ -45,6 +45,7 @@ const (
 	defaultRPCMaxInflight       = 32
 	defaultRPCRequestsPerSecond = 100
 	defaultRPCRequestBurst      = 200
+	defaultStreamRecheck        = time.Minute
 )
 
 // validateRPC reports the first invalid server.rpc_* key.
@@ -71,6 +72,9 @@ func (c Config) validateRPC() error {
 	if c.RPCMaxFrameBytes != 0 && c.RPCMaxFrameBytes < 1024 {
 		return fmt.Errorf("server.rpc_max_frame_bytes: must be at least 1024, got %d", c.RPCMaxFrameBytes)
 	}
+	if c.StreamRecheck < 0 {
+		return fmt.Errorf("server.stream_recheck: must be positive, got %s", c.StreamRecheck)
+	}
 	if c.RPCHeartbeat < 0 {
 		return fmt.Errorf("server.rpc_heartbeat: must be positive, got %s", c.RPCHeartbeat)
 	}
@@ -94,6 +98,7 @@ type rpcSettings struct {
 	maxFrame         int
 	maxInflight      int
 	perSecond, burst int
+	recheck          time.Duration
 }
 
 func (c Config) rpc() rpcSettings {
@@ -113,7 +118,8 @@ func (c Config) rpc() rpcSettings {
 		heartbeat: ord(c.RPCHeartbeat, defaultRPCHeartbeat), authTimeout: ord(c.RPCAuthTimeout, defaultRPCAuthTimeout),
 		writeTimeout: ord(c.RPCWriteTimeout, defaultRPCWriteTimeout),
 		maxFrame:     or(c.RPCMaxFrameBytes, defaultRPCMaxFrameBytes), maxInflight: or(c.RPCMaxInflight, defaultRPCMaxInflight),
-		perSecond: or(c.RPCRequestsPerSecond, defaultRPCRequestsPerSecond), burst: or(c.RPCRequestBurst, defaultRPCRequestBurst)}
+		perSecond: or(c.RPCRequestsPerSecond, defaultRPCRequestsPerSecond), burst: or(c.RPCRequestBurst, defaultRPCRequestBurst),
+		recheck: ord(c.StreamRecheck, defaultStreamRecheck)}
 }
 
 // rpcRegistry holds the open /rpc sockets of the process, so that a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -132,7 +133,7 @@ func (c *rpcConn) streamCall(ctx context.Context, req rpcRequest) (any, error) {
 				defer c.calls.Done()
 				defer release()
 				defer c.srv.streams.remove(c, p.Subscription, st)
-				c.forwardEvents(p.Subscription, st)
+				c.forwardEvents(p.Subscription, st, c.srv.streamRecheck(c.recheck, p.Stream))
 			}()
 		}}, nil
 }
@@ -173,11 +174,26 @@ func (c *rpcConn) unsubscribe(req rpcRequest) (any, error) {
 
 // forwardEvents sends a subscription's events as stream.event until it
 // ends, then stream.closed when it ended for a reason other than the
-// client's unsubscribe or the connection closing.
-func (c *rpcConn) forwardEvents(name string, st *rpcStream) {
+// client's unsubscribe or the connection closing; every
+// server.stream_recheck it checks rc, and ends when that fails.
+func (c *rpcConn) forwardEvents(name string, st *rpcStream, rc recheck) {
 	defer close(st.exited)
+	tick := time.NewTicker(c.srv.rpcCfg.recheck)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			if reason := rc.verdict(c.ctx); reason != "" {
+				st.sub.Close()
+				select {
+				case <-st.quit: // unsubscribed meanwhile: it says nothing more
+				default:
+					if c.ctx.Err() == nil {
+						c.notify("stream.closed", streamClosed{Subscription: name, Reason: reason})
+					}
+				}
+				return
+			}
 		case <-st.quit:
 			return
 		case <-c.ctx.Done():

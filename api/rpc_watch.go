@@ -6,6 +6,7 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -70,7 +71,7 @@ func (c *rpcConn) watch(ctx context.Context, req rpcRequest) (any, error) {
 			c.calls.Add(1)
 			go func() {
 				defer c.calls.Done()
-				c.forward(p.Subscription, w)
+				c.forward(p.Subscription, w, c.srv.sessionRecheck(c.recheck, p.Session))
 			}()
 		}}, nil
 }
@@ -84,8 +85,9 @@ type rpcWatchReply struct {
 func (r rpcWatchReply) afterReply() { r.start() }
 
 // forward sends a watch's outputs until it ends, then stream.closed when
-// it ended for a reason other than the connection closing.
-func (c *rpcConn) forward(sub string, w *tasks.Watch) {
+// it ended for a reason other than the connection closing; every
+// server.stream_recheck it checks rc, and ends when that fails.
+func (c *rpcConn) forward(sub string, w *tasks.Watch, rc recheck) {
 	defer func() {
 		c.mu.Lock()
 		if c.watches[sub] == w {
@@ -93,8 +95,18 @@ func (c *rpcConn) forward(sub string, w *tasks.Watch) {
 		}
 		c.mu.Unlock()
 	}()
+	tick := time.NewTicker(c.srv.rpcCfg.recheck)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			if reason := rc.verdict(c.ctx); reason != "" {
+				w.Close()
+				if c.ctx.Err() == nil {
+					c.notify("stream.closed", streamClosed{Subscription: sub, Reason: reason})
+				}
+				return
+			}
 		case o, ok := <-w.Outputs():
 			if !ok {
 				c.watchEnded(sub, w)

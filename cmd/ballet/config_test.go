@@ -106,6 +106,7 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"no queued turns", "[server]\nmax_queued_turns = 0\n", nil, "server.max_queued_turns: must be at least 1, got 0"},
 		{"no queued turns per project", "", []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT=0"}, "server.max_queued_turns_per_project: must be at least 1, got 0"},
 		{"no worker drain", "[worker]\nshutdown_timeout = \"0s\"\n", nil, "worker.shutdown_timeout: must be positive"},
+		{"negative stream recheck", "[server]\nstream_recheck = \"-1s\"\n", nil, "server.stream_recheck: must be positive, got -1s"},
 		{"no embed batch", "[search]\nembed_batch = 0\n", nil, "search.embed_batch: must be 1-2048, got 0"},
 		{"embed batch too large", "", []string{"BALLET_SEARCH_EMBED_BATCH=4096"}, "search.embed_batch: must be 1-2048, got 4096"},
 		{"no embed concurrency", "[search]\nembed_concurrency = 0\n", nil, "search.embed_concurrency: must be 1-256, got 0"},

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// A planner watch or an event stream lasts as long as its client keeps it
+// open, so the token and the permission it started with are checked again
+// every server.stream_recheck: a token revoked or expired, or a role binding
+// removed, ends it within that interval, with the reason as its
+// stream.closed (or, on an event stream, its closed event) says.
+
+// Why a recheck ends a watch or a stream.
+const (
+	recheckUnauthenticated = "unauthenticated" // the token is no longer valid
+	recheckForbidden       = "forbidden"       // visible, but the permission is gone
+	recheckNotFound        = "not_found"       // gone, or no longer visible: a new watch would be told the same
+)
+
+// recheck is one watch's or stream's check: who it runs for, and the
+// permission check it started with.
+type recheck struct {
+	srv *Server
+	// principal checks the token again and returns its principal as it is
+	// now (its role bindings read again).
+	principal func(ctx context.Context) (*store.Principal, error)
+	// allowed is the check the watch or stream started with.
+	allowed func(ctx context.Context, caller store.Caller) error
+	what    string // for the log
+}
+
+// recheckTimeout bounds one recheck.
+const recheckTimeout = 10 * time.Second
+
+// verdict runs the check: "" while the watch may go on, else the reason
+// it ends. Postgres or the identity provider being unavailable ends
+// nothing: the next check decides.
+func (r recheck) verdict(parent context.Context) string {
+	ctx, cancel := context.WithTimeout(parent, recheckTimeout)
+	defer cancel()
+	p, err := r.principal(ctx)
+	if err == nil {
+		err = r.allowed(ctx, store.HumanCaller(p))
+	}
+	switch {
+	case err == nil:
+		return ""
+	case store.IsCode(err, store.CodeUnauthenticated):
+		return recheckUnauthenticated
+	case store.IsCode(err, store.CodeForbidden):
+		return recheckForbidden
+	case store.IsCode(err, store.CodeNotFound):
+		return recheckNotFound
+	}
+	if parent.Err() == nil { // not the connection closing
+		r.srv.log.Warn("stream recheck failed; the next one decides", slog.String("stream", r.what), slog.Any("error", err))
+	}
+	return ""
+}
+
+// sessionRecheck is the recheck of a watch of a planner session.
+func (s *Server) sessionRecheck(principal func(context.Context) (*store.Principal, error), session string) recheck {
+	return recheck{srv: s, principal: principal, what: "planner session " + session,
+		allowed: func(ctx context.Context, caller store.Caller) error {
+			_, err := s.db.WatchSession(ctx, caller, session)
+			return err
+		}}
+}
+
+// streamRecheck is the recheck of an event stream subscription.
+func (s *Server) streamRecheck(principal func(context.Context) (*store.Principal, error), stream string) recheck {
+	return recheck{srv: s, principal: principal, what: "event stream " + stream,
+		allowed: func(ctx context.Context, caller store.Caller) error {
+			_, err := s.db.ResolveStream(ctx, caller, stream)
+			return err
+		}}
+}
+
+// tokenPrincipal checks a request's token again, as identify did.
+func (s *Server) tokenPrincipal(ip, token string) func(context.Context) (*store.Principal, error) {
+	return func(ctx context.Context) (*store.Principal, error) {
+		a, err := s.rpcAuthenticate(ctx, ip, token)
+		if err != nil {
+			return nil, err
+		}
+		return a.principal, nil
+	}
+}

@@ -1,0 +1,142 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
+)
+
+// watcher is one subject's open watch, event stream and outputs event
+// stream, each on a connection of its own.
+type watcher struct {
+	watch, stream *rawConn
+	sse           *bufio.Reader
+}
+
+// watchAll opens a planner.watch of the env's session, a stream of its
+// project and the session's outputs event stream with token.
+func watchAll(t *testing.T, e *rpcEnv, proto, token string) watcher {
+	t.Helper()
+	auth := func(c *rawConn) {
+		if code, msg := rpcErr(c.call(t, 1, "auth", map[string]any{"token": token})); code != 0 {
+			t.Fatalf("auth: %d %s", code, msg)
+		}
+	}
+	w := watcher{watch: e.mustRaw(t, proto), stream: e.mustRaw(t, proto)}
+	auth(w.watch)
+	if code, msg := rpcErr(w.watch.call(t, 2, "planner.watch", map[string]any{"subscription": "w", "session": e.session})); code != 0 {
+		t.Fatalf("planner.watch: %d %s", code, msg)
+	}
+	auth(w.stream)
+	subscribeOK(t, w.stream, 2, map[string]any{"subscription": "s", "stream": "project:WEB"})
+	req, err := http.NewRequest("GET", "http://"+e.srv.Addr()+"/api/v1/planner/sessions/"+e.session+"/outputs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := (&http.Client{Timeout: storetest.WaitTimeout}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = res.Body.Close() })
+	if res.StatusCode != 200 {
+		t.Fatalf("outputs stream: status %d", res.StatusCode)
+	}
+	w.sse = bufio.NewReader(res.Body)
+	return w
+}
+
+// sseClosed reads the outputs event stream until its closed event and
+// returns that event's data; the client's timeout ends a stream that stays
+// open.
+func sseClosed(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	closed := false
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("outputs stream ended without a closed event: %v", err)
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "event: closed":
+			closed = true
+		case closed && strings.HasPrefix(line, "data: "):
+			return strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+// TestStreamsEndWhenAccessGoes: a planner.watch, a stream.subscribe and an
+// outputs event stream end within server.stream_recheck once their token
+// is revoked (unauthenticated) or their role binding deleted (not_found,
+// as a new watch would answer), saying why; a watcher whose access stays
+// keeps receiving.
+func TestStreamsEndWhenAccessGoes(t *testing.T) {
+	t.Parallel()
+	e := newRPCEnv(t, func(c *api.Config) { c.StreamRecheck = 50 * time.Millisecond })
+	ctx := context.Background()
+	scope := store.Scope{Kind: store.ScopeProject, OrganizationID: e.org.ID, ProjectID: e.project.ID}
+	stays := watchAll(t, e, both[0], e.tokens["viewer"])
+	tests := []struct {
+		name   string
+		revoke func(t *testing.T, subject, binding, tokenID string)
+		reason string
+	}{
+		{"role binding deleted", func(t *testing.T, _, binding, _ string) {
+			e.do("DELETE", "/api/v1/role-bindings/"+binding, "admin", nil).expect(t, 204)
+		}, "not_found"}, // as a new watch would answer: the project is not visible any more
+		{"token revoked", func(t *testing.T, subject, _, tokenID string) {
+			if err := e.db.RevokeAPIToken(ctx, subject, tokenID); err != nil {
+				t.Fatal(err)
+			}
+		}, "unauthenticated"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			subject := "watcher-" + strings.ReplaceAll(tt.name, " ", "-") + "@example.com"
+			b, err := e.db.CreateRoleBinding(ctx, subject, store.RoleViewer, scope, store.SystemActor())
+			if err != nil {
+				t.Fatal(err)
+			}
+			token, tok, err := e.db.CreateAPIToken(ctx, subject, "test", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := watchAll(t, e, both[len(both)-1], token)
+			tt.revoke(t, subject, b.ID, tok.ID)
+			if p := w.watch.nextEvent(t, "stream.closed", "w", nil); p["reason"] != tt.reason {
+				t.Errorf("planner.watch closed with %v, want reason %s", p, tt.reason)
+			}
+			if p := w.stream.nextEvent(t, "stream.closed", "s", nil); p["reason"] != tt.reason {
+				t.Errorf("stream closed with %v, want reason %s", p, tt.reason)
+			}
+			if got, want := sseClosed(t, w.sse), `{"reason":"`+tt.reason+`"}`; got != want {
+				t.Errorf("outputs stream closed with %s, want %s", got, want)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		// After both: the viewer's watch and stream still deliver.
+		e.do("POST", "/api/v1/planner/sessions/"+e.session+"/messages", "engineer",
+			map[string]any{"text": "still there?"}).expect(t, 202)
+		if p := stays.watch.nextEvent(t, "planner.output", "w", nil); p["type"] != "queued" {
+			t.Errorf("the viewer's watch delivered %v, want the queued output", p)
+		}
+		e.do("POST", "/api/v1/projects/WEB/items", "engineer", map[string]any{"kind": "ticket", "title": "after"}).expect(t, 201)
+		for { // after the role bindings' events
+			if p := stays.stream.nextEvent(t, "stream.event", "s", nil); p["type"] == "item.created" {
+				break
+			}
+		}
+	})
+}
