@@ -66,7 +66,7 @@ type Session struct {
 
 // sessionSelect selects what scanSession reads.
 const sessionSelect = `SELECT s.id, p.key, s.title, s.created_by, s.created_at, s.updated_at,
-	EXISTS (SELECT 1 FROM planner_turns t WHERE t.session_id = s.id AND t.status = 'running'),
+	EXISTS (SELECT 1 FROM planner_turns t WHERE t.session_id = s.id AND t.status = 'running' AND t.finished_at IS NULL),
 	s.project_id, p.organization_id
 	FROM planner_sessions s JOIN projects p ON p.id = s.project_id`
 

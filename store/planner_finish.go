@@ -60,8 +60,8 @@ func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, o TurnOutcome) ([]Output
 // nextTurnEnqueue marks the session's next queued turn enqueued, unless a
 // turn still runs, and returns it.
 const nextTurnEnqueue = `UPDATE planner_turns SET enqueued_at = now() WHERE id = (
-			SELECT id FROM planner_turns WHERE session_id = $1 AND status = 'queued' ORDER BY position LIMIT 1)
-		AND NOT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running')
+			SELECT id FROM planner_turns WHERE session_id = $1 AND status = 'queued' AND finished_at IS NULL ORDER BY position LIMIT 1)
+		AND NOT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running' AND finished_at IS NULL)
 		RETURNING id`
 
 // finishWrite ends running turn $1 with status $2, reason $3 and $4 more

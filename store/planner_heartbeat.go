@@ -35,7 +35,7 @@ func (db *DB) StopBeating(ctx context.Context, id string) error {
 func (db *DB) ForgetWorkers(ctx context.Context, before time.Time) error {
 	if _, err := db.pool.Exec(ctx, `DELETE FROM planner_workers w WHERE w.expires_at < $1
 		AND NOT EXISTS (SELECT 1 FROM planner_turns t JOIN planner_sessions s ON s.id = t.session_id
-			WHERE t.status = 'running' AND s.lease_owner = w.id)`, before); err != nil {
+			WHERE t.status = 'running' AND t.finished_at IS NULL AND s.lease_owner = w.id)`, before); err != nil {
 		return fmt.Errorf("store: forget workers: %w", err)
 	}
 	return nil

@@ -38,7 +38,7 @@ func (db *DB) StaleLeases(ctx context.Context, limit int) ([]TurnRef, error) {
 		FROM planner_turns t
 		JOIN planner_sessions s ON s.id = t.session_id
 		LEFT JOIN planner_workers w ON w.id = s.lease_owner
-		WHERE t.status = 'running' AND s.lease_owner IS NOT NULL
+		WHERE t.status = 'running' AND t.finished_at IS NULL AND s.lease_owner IS NOT NULL
 		  AND (s.lease_expires_at <= now() OR w.expires_at <= now())
 		LIMIT $1`, limit)
 	if err != nil {
@@ -63,11 +63,11 @@ func (db *DB) StaleLeases(ctx context.Context, limit int) ([]TurnRef, error) {
 func (db *DB) TakeDueHeads(ctx context.Context, recheck time.Duration, limit int) ([]TurnRef, error) {
 	rows, err := db.pool.Query(ctx, `
 		UPDATE planner_turns t SET enqueued_at = now()
-		WHERE t.status = 'queued' AND t.id = ANY (ARRAY(
+		WHERE t.status = 'queued' AND t.finished_at IS NULL AND t.id = ANY (ARRAY(
 		      SELECT h.id FROM planner_turns h
-		      WHERE h.status = 'queued' AND h.enqueued_at IS NOT NULL AND h.enqueued_at < now() - $1::interval
+		      WHERE h.status = 'queued' AND h.finished_at IS NULL AND h.enqueued_at IS NOT NULL AND h.enqueued_at < now() - $1::interval
 		        AND NOT EXISTS (SELECT 1 FROM planner_turns e WHERE e.session_id = h.session_id
-		                        AND e.position < h.position AND e.status IN ('queued', 'running'))
+		                        AND e.position < h.position AND e.status IN ('queued', 'running') AND e.finished_at IS NULL)
 		      ORDER BY h.enqueued_at LIMIT $2
 		      FOR UPDATE OF h SKIP LOCKED))
 		RETURNING t.session_id, t.id, 0::bigint, t.enqueued_at, ''`, recheck.String(), limit)
