@@ -91,5 +91,22 @@ func (r *Retention) Stop() {
 // (Ran false) while another run holds the lock or when this period's run
 // is done.
 func (r *Retention) RunOnce(ctx context.Context) (RetentionReport, error) {
-	return r.h.run(ctx)
+	return r.h.run(ctx, true)
+}
+
+// RunRetention runs retention now, for `ballet retention run`: under the
+// lock of the scheduled runs, but claiming no period, so it runs whatever
+// this period's scheduled run did, and that run still happens. Ran is
+// false only while another run holds the lock. It needs no Redis, and
+// counts nothing in ballet_retention_deleted_total (it is not a worker's).
+func RunRetention(ctx context.Context, cfg RetentionConfig, db *store.DB, log *slog.Logger) (RetentionReport, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	deleted, err := newRetentionMetrics(nil)
+	if err != nil {
+		return RetentionReport{}, err
+	}
+	h := &retentionHandler{db: db, cfg: cfg, now: time.Now, budget: retentionBudget(cfg.Interval), log: log, deleted: deleted}
+	return h.run(ctx, false)
 }

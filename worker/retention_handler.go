@@ -78,14 +78,14 @@ func newRetentionMetrics(reg prometheus.Registerer) (*prometheus.CounterVec, err
 // retried: the next period's run takes up what is left, and the task's id
 // stays free for it.
 func (h *retentionHandler) process(ctx context.Context, _ *asynq.Task) error {
-	if _, err := h.run(ctx); err != nil && ctx.Err() == nil {
+	if _, err := h.run(ctx, true); err != nil && ctx.Err() == nil {
 		h.log.ErrorContext(ctx, "retention run failed", slog.Any("error", err))
 	}
 	return nil
 }
 
-// run is one retention run.
-func (h *retentionHandler) run(ctx context.Context) (RetentionReport, error) {
+// run is one retention run; with claim, only the first of its period.
+func (h *retentionHandler) run(ctx context.Context, claim bool) (RetentionReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.budget)
 	defer cancel()
 	now := h.now()
@@ -95,8 +95,11 @@ func (h *retentionHandler) run(ctx context.Context) (RetentionReport, error) {
 		return rep, err
 	}
 	defer lock.Release(ctx)
-	if rep.Ran, err = h.db.ClaimRetentionPeriod(ctx, rep.Period); err != nil || !rep.Ran {
-		return rep, err
+	rep.Ran = true
+	if claim {
+		if rep.Ran, err = h.db.ClaimRetentionPeriod(ctx, rep.Period); err != nil || !rep.Ran {
+			return rep, err
+		}
 	}
 	type step struct {
 		table  string

@@ -38,7 +38,7 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 	root.SetUsageTemplate(usageTemplate)
 	root.AddCommand(
 		newServeCmd(), newAPICmd(), newWorkerCmd(), newGatewayCmd(),
-		newMigrateCmd(), newAdminCmd(), newDemoCmd(), newChatCmd(), newFakeLLMCmd(),
+		newMigrateCmd(), newAdminCmd(), newRetentionCmd(), newDemoCmd(), newChatCmd(), newFakeLLMCmd(),
 		newSearchCmd(), newBenchCmd(), newConfigCmd(), newHealthcheckCmd(), newVersionCmd(),
 	)
 	root.InitDefaultHelpCmd()
