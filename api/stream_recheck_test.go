@@ -82,7 +82,10 @@ func sseClosed(t *testing.T, r *bufio.Reader) string {
 // keeps receiving.
 func TestStreamsEndWhenAccessGoes(t *testing.T) {
 	t.Parallel()
-	e := newRPCEnv(t, func(c *api.Config) { c.StreamRecheck = 50 * time.Millisecond })
+	e := newRPCEnv(t, func(c *api.Config) {
+		c.StreamRecheck = 50 * time.Millisecond
+		c.RPCHeartbeat = time.Hour // the raw sockets answer no $/heartbeat while the test waits
+	})
 	ctx := context.Background()
 	scope := store.Scope{Kind: store.ScopeProject, OrganizationID: e.org.ID, ProjectID: e.project.ID}
 	stays := watchAll(t, e, both[0], e.tokens["viewer"])
