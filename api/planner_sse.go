@@ -50,7 +50,7 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 	// The request's buffers are reused once the handler returns: the
 	// stream keeps copies of what its rechecks need.
 	token, _ := bearer(c.Get(fiber.HeaderAuthorization))
-	rc := s.sessionRecheck(s.tokenPrincipal(strings.Clone(c.IP()), strings.Clone(token)), strings.Clone(session))
+	rc := s.sessionRecheck(s.tokenPrincipal(strings.Clone(token)), strings.Clone(session))
 	recheckEvery := s.rpcCfg.recheck
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "no-cache")

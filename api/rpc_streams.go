@@ -133,7 +133,7 @@ func (c *rpcConn) streamCall(ctx context.Context, req rpcRequest) (any, error) {
 				defer c.calls.Done()
 				defer release()
 				defer c.srv.streams.remove(c, p.Subscription, st)
-				c.forwardEvents(p.Subscription, st, c.srv.streamRecheck(c.recheck, p.Stream))
+				c.forwardEvents(p.Subscription, st, c.srv.streamRecheck(c.socketPrincipal, p.Stream))
 			}()
 		}}, nil
 }

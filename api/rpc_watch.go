@@ -71,7 +71,7 @@ func (c *rpcConn) watch(ctx context.Context, req rpcRequest) (any, error) {
 			c.calls.Add(1)
 			go func() {
 				defer c.calls.Done()
-				c.forward(p.Subscription, w, c.srv.sessionRecheck(c.recheck, p.Session))
+				c.forward(p.Subscription, w, c.srv.sessionRecheck(c.socketPrincipal, p.Session))
 			}()
 		}}, nil
 }

@@ -80,13 +80,38 @@ func (s *Server) streamRecheck(principal func(context.Context) (*store.Principal
 		}}
 }
 
-// tokenPrincipal checks a request's token again, as identify did.
-func (s *Server) tokenPrincipal(ip, token string) func(context.Context) (*store.Principal, error) {
+// tokenPrincipal checks a token again, as identify did, but outside the
+// failed-authentication limit: the server asks, not the client, and a
+// token revoked under many watches must not lock its address out of
+// authenticating with a new one.
+func (s *Server) tokenPrincipal(token string) func(context.Context) (*store.Principal, error) {
 	return func(ctx context.Context) (*store.Principal, error) {
-		a, err := s.rpcAuthenticate(ctx, ip, token)
+		if s.auth.Mode == AuthLocal {
+			return localPrincipal, nil
+		}
+		subject, err := s.subjectOf(ctx, token)
 		if err != nil {
 			return nil, err
 		}
-		return a.principal, nil
+		return s.db.Principal(ctx, subject)
 	}
+}
+
+// socketPrincipal checks a socket's current token (auth.refresh may have
+// replaced it) as tokenPrincipal does; a socket whose token was found
+// invalid meanwhile is unauthenticated.
+func (c *rpcConn) socketPrincipal(ctx context.Context) (*store.Principal, error) {
+	a := c.authState()
+	if a == nil {
+		return nil, store.Errorf(store.CodeUnauthenticated, "the socket is not authenticated")
+	}
+	p, err := c.srv.tokenPrincipal(a.token)(ctx)
+	if store.IsCode(err, store.CodeUnauthenticated) {
+		c.mu.Lock()
+		if c.auth == a { // not replaced by an auth.refresh meanwhile
+			c.auth = nil
+		}
+		c.mu.Unlock()
+	}
+	return p, err
 }

@@ -128,6 +128,45 @@ func TestStreamsEndWhenAccessGoes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a revoked token under many watches", func(t *testing.T) {
+		t.Parallel()
+		subject := "many-watches@example.com"
+		if _, err := e.db.CreateRoleBinding(ctx, subject, store.RoleViewer, scope, store.SystemActor()); err != nil {
+			t.Fatal(err)
+		}
+		token, tok, err := e.db.CreateAPIToken(ctx, subject, "old", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const sockets = 25 // beyond auth.failure_burst (20): one failed check each
+		conns := make([]*rawConn, sockets)
+		for i := range conns {
+			conns[i] = e.mustRaw(t, both[0])
+			if code, msg := rpcErr(conns[i].call(t, 1, "auth", map[string]any{"token": token})); code != 0 {
+				t.Fatalf("auth %d: %d %s", i, code, msg)
+			}
+			if code, msg := rpcErr(conns[i].call(t, 2, "planner.watch", map[string]any{"subscription": "w", "session": e.session})); code != 0 {
+				t.Fatalf("planner.watch %d: %d %s", i, code, msg)
+			}
+		}
+		if err := e.db.RevokeAPIToken(ctx, subject, tok.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range conns {
+			if p := c.nextEvent(t, "stream.closed", "w", nil); p["reason"] != "unauthenticated" {
+				t.Fatalf("closed with %v, want unauthenticated", p)
+			}
+		}
+		// The server's rechecks counted no failed authentication: a new
+		// token from the same address is taken at once.
+		fresh, _, err := e.db.CreateAPIToken(ctx, subject, "new", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, msg := rpcErr(e.mustRaw(t, both[0]).call(t, 1, "auth", map[string]any{"token": fresh})); code != 0 {
+			t.Fatalf("auth with a new token after the rechecks: %d %s", code, msg)
+		}
+	})
 	t.Cleanup(func() {
 		// After both: the viewer's watch and stream still deliver.
 		e.do("POST", "/api/v1/planner/sessions/"+e.session+"/messages", "engineer",
