@@ -98,9 +98,15 @@ as_pg_user() { # runs a command as the postgres user when we are root (postgres 
 }
 
 # cluster_on_port prints "version name owner" of the distribution cluster configured on PGPORT.
+# pg_lsclusters prints nothing and fails when a cluster it lists vanishes
+# under it (another one being dropped at that moment): it is asked again.
 cluster_on_port() {
 	command -v pg_lsclusters >/dev/null 2>&1 || return 1
-	pg_lsclusters -h 2>/dev/null | awk -v p="$PGPORT" '$3 == p { print $1, $2, $5; exit }' | grep .
+	local out=""
+	for _ in 1 2 3 4 5; do
+		out=$(pg_lsclusters -h 2>/dev/null) && break
+	done
+	awk -v p="$PGPORT" '$3 == p { print $1, $2, $5; exit }' <<<"$out" | grep .
 }
 
 start_cluster() {
