@@ -41,7 +41,7 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT `+turnColumns+`, enqueued_at IS NOT NULL FROM planner_turns
-			WHERE session_id = $1 AND status IN ('queued', 'running') AND finished_at IS NULL AND ($2 = '' OR id::text = $2)
+			WHERE session_id = $1 AND finished_at IS NULL AND ($2 = '' OR id::text = $2)
 			ORDER BY position DESC`, s.ID, turnID)
 		if err != nil {
 			return err

@@ -80,7 +80,7 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			return notFound(err, "turn %q", turnID)
 		})
 		b.Queue(`SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
-			WHERE e.session_id = t.session_id AND e.position < t.position AND e.status IN ('queued', 'running') AND e.finished_at IS NULL)
+			WHERE e.session_id = t.session_id AND e.position < t.position AND e.finished_at IS NULL)
 			FROM planner_turns t WHERE id = $1`, turnID).QueryRow(func(row pgx.Row) (err error) {
 			t, err = scanTurn(row, &earlier)
 			return err

@@ -44,7 +44,7 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 	var h History
 	b := &pgx.Batch{}
 	b.Queue(`SELECT summary, summary_turn,
-			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND status IN ('queued', 'running') AND finished_at IS NULL
+			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND finished_at IS NULL
 				AND cancel_requested)
 		FROM planner_sessions WHERE id = $1`, sessionID).QueryRow(func(row pgx.Row) error {
 		var summary *string

@@ -67,7 +67,7 @@ func (db *DB) TakeDueHeads(ctx context.Context, recheck time.Duration, limit int
 		      SELECT h.id FROM planner_turns h
 		      WHERE h.status = 'queued' AND h.finished_at IS NULL AND h.enqueued_at IS NOT NULL AND h.enqueued_at < now() - $1::interval
 		        AND NOT EXISTS (SELECT 1 FROM planner_turns e WHERE e.session_id = h.session_id
-		                        AND e.position < h.position AND e.status IN ('queued', 'running') AND e.finished_at IS NULL)
+		                        AND e.position < h.position AND e.finished_at IS NULL)
 		      ORDER BY h.enqueued_at LIMIT $2
 		      FOR UPDATE OF h SKIP LOCKED))
 		RETURNING t.session_id, t.id, 0::bigint, t.enqueued_at, ''`, recheck.String(), limit)

@@ -234,7 +234,7 @@ func scanSendAllocation(row pgx.Row) (sendAllocation, error) {
 // result. A turn with nothing ahead is enqueued right after commit, and
 // marked so here; if that enqueue is lost, the sweeper finds it by its age.
 const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
-		WHERE session_id = $2 AND status IN ('queued', 'running') AND finished_at IS NULL),
+		WHERE session_id = $2 AND finished_at IS NULL),
 	turn AS (INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at, client_turn_id)
 		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, $7 FROM ahead),
 	message AS (INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
@@ -254,7 +254,7 @@ func (db *DB) send(ctx context.Context, caller Caller, s Session, text, turnID s
 		if a.sent != nil {
 			res = SendResult{Turn: *a.sent, Existing: true}
 			if err := tx.QueryRow(ctx, `SELECT t.message_seq, (SELECT count(*) FROM planner_turns o
-				WHERE o.session_id = t.session_id AND o.position < t.position AND o.status IN ('queued', 'running') AND o.finished_at IS NULL)
+				WHERE o.session_id = t.session_id AND o.position < t.position AND o.finished_at IS NULL)
 				FROM planner_turns t WHERE t.id = $1`, *a.sent).Scan(&res.Seq, &res.Position); err != nil {
 				return err
 			}

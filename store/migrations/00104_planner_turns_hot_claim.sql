@@ -5,8 +5,9 @@
 -- inserted the new row version into all five indexes of the table. A turn
 -- is open (queued or running) exactly while finished_at is NULL (the
 -- table's CHECK ties the finished statuses to finished_at), so the open and
--- due-heads indexes now say that; the readers add the same condition and
--- keep their status filters. The running index goes: its readers (a
+-- due-heads indexes now say that, and so do their readers: an open turn is
+-- found by finished_at IS NULL, a queued or a running one by that and its
+-- status. The running index goes: its readers (a
 -- session's running turn, the sweeper's and ForgetWorkers' running turns)
 -- read the open index, whose entries per session are few. A finish still
 -- moves finished_at, and stays a full update.
