@@ -64,12 +64,22 @@ func (e *env) startObserved(d worker.Deps, shutdown time.Duration) observed {
 	return observed{w: w, reg: reg}
 }
 
-func (e *env) leaseExpired(session string) bool {
+// leaseToken is the session's lease token now.
+func (e *env) leaseToken(session string) (token int64) {
 	e.t.Helper()
-	var expired bool
-	must(e.t, e.db.Pool().QueryRow(context.Background(), `SELECT lease_expires_at IS NULL OR lease_expires_at <= now()
-		FROM planner_sessions WHERE id = $1`, session).Scan(&expired))
-	return expired
+	must(e.t, e.db.Pool().QueryRow(context.Background(), `SELECT lease_token FROM planner_sessions WHERE id = $1`,
+		session).Scan(&token))
+	return token
+}
+
+// leaseLive reports whether the lease with token is still live on the
+// session: not handed back, not run out, not taken by another worker since.
+func (e *env) leaseLive(session string, token int64) bool {
+	e.t.Helper()
+	var live bool
+	must(e.t, e.db.Pool().QueryRow(context.Background(), `SELECT lease_token = $2 AND lease_expires_at > now()
+		FROM planner_sessions WHERE id = $1`, session, token).Scan(&live))
+	return live
 }
 
 func (e *env) attempts(turn string) (n int) {
@@ -122,13 +132,15 @@ answers:
 	s := e.session()
 	turn := e.send(s, "go").Turn
 	<-started
+	tokenA := e.leaseToken(s) // the claim is committed before the tool runs
 	dB := e.deps
 	dB.Tools = reg
 	b := e.startObserved(dB, 2*time.Second)
 
 	a.w.Stop()
 	poolA.Close()
-	if !e.leaseExpired(s) {
+	// Worker B may have resumed the turn already under a lease of its own.
+	if e.leaseLive(s, tokenA) {
 		t.Fatalf("the drained worker returned with its lease still live; worker A log:\n%s", logA.String())
 	}
 	outs := e.waitDone(s, turn)
