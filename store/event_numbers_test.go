@@ -85,8 +85,14 @@ func TestEventNumbersArePerOrganization(t *testing.T) {
 	if err := json.Unmarshal(raw, &shown); err != nil || shown["seq"] != float64(next+1) {
 		t.Fatalf("history entry %s, want seq %d", raw, next+1)
 	}
+	if _, err := f.db.NumberEvents(ctx, store.EventNumberBatch); err != nil {
+		t.Fatal(err)
+	}
 	for name, orgID := range map[string]string{"acme": f.org.ID, "globex": f.otherOrg.ID} {
 		got := orgSeqs(orgID)
+		if want := f.count(t, `SELECT count(*) FROM events WHERE organization_id = $1`, orgID); len(got) != want {
+			t.Fatalf("%s: %d of %d events numbered", name, len(got), want)
+		}
 		for i, n := range got {
 			if n != int64(i+1) {
 				t.Fatalf("%s event numbers %v: not 1..%d without gaps", name, got, len(got))

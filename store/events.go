@@ -46,9 +46,9 @@ func SystemActor() Actor { return Actor{Kind: ActorSystem, Subject: "system"} }
 // Event is one entry of the append-only event log.
 type Event struct {
 	// Seq is the event's number within its organization (1, 2, 3, …
-	// without gaps, in commit order): what clients see, so that no
-	// organization can count another's writes. It is assigned at commit,
-	// so it reads 0 inside the transaction that wrote the event.
+	// without gaps, visible in increasing order): what clients see, so
+	// that no organization can count another's writes. It is assigned
+	// after commit (NumberEvents), so it reads 0 until then.
 	Seq int64 `json:"seq"`
 	// LogSeq is the event's place in the global log, for ordering inside
 	// the service only.
@@ -66,7 +66,7 @@ type Event struct {
 
 // AppendEvent writes e in the caller's transaction, so that a write and its
 // event commit together. It returns the event's place in the global log
-// (LogSeq); its organization's number (Seq) is assigned at commit.
+// (LogSeq); its organization's number (Seq) is assigned after commit.
 func AppendEvent(ctx context.Context, q Querier, e Event) (int64, error) {
 	var seq int64
 	if err := q.QueryRow(ctx, eventInsert, eventArgs(e)...).Scan(&seq); err != nil {
@@ -113,6 +113,9 @@ func MustJSON(v any) json.RawMessage {
 
 // EntityEvents lists the events of one entity in order, for history endpoints.
 func (db *DB) EntityEvents(ctx context.Context, entityType, entityID string, limit int) ([]Event, error) {
+	if err := db.numberQueuedEvents(ctx); err != nil {
+		return nil, fmt.Errorf("store: entity events: %w", err)
+	}
 	rows, err := db.pool.Query(ctx, `SELECT `+eventColumns+`
 		FROM events e WHERE entity_type = $1 AND entity_id = $2 ORDER BY seq LIMIT $3`,
 		entityType, entityID, limit)
@@ -123,7 +126,7 @@ func (db *DB) EntityEvents(ctx context.Context, entityType, entityID string, lim
 }
 
 // eventColumns are what scanEvent reads from events e: its number in the
-// organization is looked up (0 until the event commits).
+// organization is looked up (0 until it is numbered).
 // eventNumberedColumns are the same from events e joined with its number n.
 const (
 	eventColumns         = `e.seq, COALESCE((SELECT n.org_seq FROM event_numbers n WHERE n.seq = e.seq), 0), ` + eventFields

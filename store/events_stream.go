@@ -19,8 +19,9 @@ const CodeResyncRequired Code = "resync_required"
 // CodeResyncRequired.
 const MaxReplay = 1000
 
-// EventsChannel is the channel on which each event's number is NOTIFYed at
-// commit as "<organization id>:<org_seq>" (migration 00094).
+// EventsChannel is the channel on which NumberEvents NOTIFYs, as it
+// commits, each organization's highest new number as
+// "<organization id>:<org_seq>".
 const EventsChannel = "ballet_events"
 
 var itemKeyRe = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,9}-[1-9][0-9]{0,17}$`)
@@ -117,8 +118,8 @@ func (db *DB) ResolveStream(ctx context.Context, caller Caller, name string) (St
 
 // EventsAfter returns up to limit of the organization's committed events
 // numbered after afterSeq that pass the filter, in number order. Numbers
-// are assigned in commit order under the organization's counter lock, so
-// a read after N never misses a later commit below a number it returns.
+// become visible in increasing order (NumberEvents), so a read after N
+// never misses a number below one it returns.
 func (db *DB) EventsAfter(ctx context.Context, organizationID string, f EventFilter, afterSeq int64, limit int) ([]Event, error) {
 	if limit <= 0 {
 		limit = MaxReplay
@@ -155,9 +156,14 @@ func (db *DB) EventsAfter(ctx context.Context, organizationID string, f EventFil
 	return events, nil
 }
 
-// LatestEventSeq is the organization's last committed event number (0
-// before its first event).
+// LatestEventSeq is the organization's last event number (0 before its
+// first event), once what had committed when it was called is numbered: a
+// stream that goes live from it gets every event committed after the call,
+// and none before.
 func (db *DB) LatestEventSeq(ctx context.Context, organizationID string) (int64, error) {
+	if err := db.numberQueuedEvents(ctx); err != nil {
+		return 0, fmt.Errorf("store: latest event: %w", err)
+	}
 	var n int64
 	err := db.pool.QueryRow(ctx, `SELECT COALESCE((SELECT last_seq FROM organization_event_counters
 		WHERE organization_id = $1), 0)`, organizationID).Scan(&n)

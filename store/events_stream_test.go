@@ -107,6 +107,7 @@ func TestEventsAfterFilters(t *testing.T) {
 	if _, err := f.db.CreateItem(ctx, f.otherEngineer, "GLX", store.NewItem{Kind: store.KindTicket, Title: "theirs"}); err != nil {
 		t.Fatal(err)
 	}
+	numberAll(t, f.db)
 
 	all, err := f.db.EventsAfter(ctx, f.org.ID, store.EventFilter{}, 0, 0)
 	if err != nil {
@@ -174,9 +175,10 @@ func TestEventsAfterFilters(t *testing.T) {
 	}
 }
 
-// TestEventNotifyAtCommit: an event's number is NOTIFYed when its
-// transaction commits, not before, in commit order.
-func TestEventNotifyAtCommit(t *testing.T) {
+// TestEventNotifyAtNumbering: an event is numbered only once its
+// transaction committed, and its number is NOTIFYed as the numbering
+// commits.
+func TestEventNotifyAtNumbering(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
 	ctx := context.Background()
@@ -185,6 +187,12 @@ func TestEventNotifyAtCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	numberAll(t, f.db) // the fixture's own events
+	for range 2 {      // the fixture's organizations' notifications
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	latest, _ := f.db.LatestEventSeq(ctx, f.org.ID)
 	otherLatest, _ := f.db.LatestEventSeq(ctx, f.otherOrg.ID)
 
@@ -216,12 +224,24 @@ func TestEventNotifyAtCommit(t *testing.T) {
 		return n.Payload
 	}
 	want := func(org string, seq int64) string { return org + ":" + strconv.FormatInt(seq, 10) }
+	number := func(wantEvents int) {
+		t.Helper()
+		got, err := f.db.NumberEvents(ctx, store.EventNumberBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Events != wantEvents {
+			t.Fatalf("NumberEvents numbered %d events, want %d", got.Events, wantEvents)
+		}
+	}
+	number(1) // the committed one alone: the open transaction's is not queued yet
 	if got := next(); got != want(f.otherOrg.ID, otherLatest+1) {
-		t.Fatalf("first notification %q, want the committed %q (the open transaction's comes at its commit)", got, want(f.otherOrg.ID, otherLatest+1))
+		t.Fatalf("first notification %q, want the committed %q (the open transaction's comes after its commit)", got, want(f.otherOrg.ID, otherLatest+1))
 	}
 	if err := open.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+	number(1)
 	if got := next(); got != want(f.org.ID, latest+1) {
 		t.Fatalf("notification %q, want %q", got, want(f.org.ID, latest+1))
 	}

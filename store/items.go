@@ -305,6 +305,10 @@ func (db *DB) ItemHistory(ctx context.Context, caller Caller, key string) ([]Eve
 	if err != nil {
 		return nil, fmt.Errorf("store: item history: %w", err)
 	}
+	// The caller's own last write shows with its number.
+	if err := db.numberQueuedEvents(ctx); err != nil {
+		return nil, fmt.Errorf("store: item history: %w", err)
+	}
 	rows, err := db.pool.Query(ctx, `SELECT `+eventColumns+` FROM events e
 		WHERE project_id = $1 AND (
 		      (entity_type = 'item' AND entity_id = $2) OR

@@ -243,6 +243,7 @@ func TestDeletesStillRemoveWhatTheForeignKeysDid(t *testing.T) {
 				t.Errorf("after a deleted turn: %s, want %s", got, want)
 			}
 
+			numberAll(t, f.db)
 			if org, project := eventNumbers(t, f.db, f.org.ID, f.project.ID); org == 0 || project == 0 {
 				t.Fatalf("event numbers before the project's delete: organization %d, project %d", org, project)
 			}

@@ -28,6 +28,7 @@ func TestCounterTriggersMakeTheirFirstRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var numbers []int64
+	numberAll(t, f.db)
 	rows, err := f.db.Pool().Query(ctx, `SELECT n.org_seq FROM events e JOIN event_numbers n USING (seq)
 		WHERE e.organization_id = $1 ORDER BY e.seq`, org.ID)
 	if err != nil {

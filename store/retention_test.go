@@ -152,6 +152,7 @@ func TestPruneEventsKeepsTheLogAppendOnly(t *testing.T) {
 			t.Errorf("%s = %v, want refused as append-only", sql, err)
 		}
 	}
+	numberAll(t, f.db)
 	latest, err := f.db.LatestEventSeq(ctx, f.org.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,9 @@ type EventStore interface {
 var _ EventStore = (*store.DB)(nil)
 
 // EventHub follows the event log for this process's stream subscribers.
-// Postgres NOTIFYs each event's number at commit (store.EventsChannel); the
+// Events are numbered after commit, and each numbering NOTIFYs every
+// organization's highest new number (store.EventsChannel); the hub runs an
+// EventNumberer when its store can number. The
 // hub holds ONE listening connection and takes a notification only as a
 // nudge: on one for an organization it reads that organization's new events
 // once, from the lowest number any of its subscribers has reached, and hands
@@ -54,6 +56,8 @@ var _ EventStore = (*store.DB)(nil)
 type EventHub struct {
 	db  EventStore
 	log *slog.Logger
+
+	numberer *EventNumberer // nil when the store cannot number events
 
 	kick   chan struct{} // wakes the fetcher; dirty says for what
 	cancel context.CancelFunc
@@ -74,8 +78,12 @@ func NewEventHub(db EventStore, log *slog.Logger) *EventHub {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &EventHub{db: db, log: log, kick: make(chan struct{}, 1),
+	h := &EventHub{db: db, log: log, kick: make(chan struct{}, 1),
 		orgs: map[string]map[*EventSub]struct{}{}, dirty: map[string]int64{}}
+	if ns, ok := db.(EventNumberStore); ok {
+		h.numberer = NewEventNumberer(ns, log)
+	}
+	return h
 }
 
 // Start starts listening. A database that cannot be reached is retried
@@ -92,6 +100,9 @@ func (h *EventHub) Start(ctx context.Context) error {
 	h.wg.Add(2)
 	go func() { defer h.wg.Done(); h.listen(rctx) }()
 	go func() { defer h.wg.Done(); h.fetch(rctx) }()
+	if h.numberer != nil {
+		h.numberer.Start(rctx)
+	}
 	return nil
 }
 
@@ -108,6 +119,9 @@ func (h *EventHub) Stop() {
 	h.mu.Unlock()
 	if h.cancel != nil {
 		h.cancel()
+	}
+	if h.numberer != nil {
+		h.numberer.Stop()
 	}
 	h.wg.Wait()
 }

@@ -65,6 +65,7 @@ func (e *eventEnv) item(t *testing.T, title string) store.Item {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.number(t)
 	return it
 }
 
@@ -77,10 +78,27 @@ func (e *eventEnv) bulk(t *testing.T, n int) {
 		e.org.ID, e.web.ID, n); err != nil {
 		t.Fatal(err)
 	}
+	e.number(t)
+}
+
+// number numbers what has committed, as the hub's numberer does within
+// tasks.EventNumberInterval, so that a test reads the log as it will be.
+func (e *eventEnv) number(t *testing.T) {
+	t.Helper()
+	for {
+		n, err := e.db.NumberEvents(context.Background(), store.EventNumberBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Events < store.EventNumberBatch {
+			return
+		}
+	}
 }
 
 func (e *eventEnv) latest(t *testing.T) int64 {
 	t.Helper()
+	e.number(t)
 	n, err := e.db.LatestEventSeq(context.Background(), e.org.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +147,7 @@ func (c *collector) got() ([]int64, bool) {
 // want is what the log holds for a stream after a number.
 func (e *eventEnv) want(t *testing.T, f store.EventFilter, after int64) []int64 {
 	t.Helper()
+	e.number(t)
 	events, err := e.db.EventsAfter(context.Background(), e.org.ID, f, after, 100000)
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +170,19 @@ func waitFor(t *testing.T, what string, c *collector, want []int64) {
 	}) {
 		t.Fatalf("%s: got %v, want %v", what, last, want)
 	}
+}
+
+// TestEventHubNumbersWhatCommits: the hub's own numberer numbers a
+// committed event, and its subscribers get it, with no one else numbering.
+func TestEventHubNumbersWhatCommits(t *testing.T) {
+	t.Parallel()
+	e := newEventEnv(t)
+	start := e.latest(t)
+	c := collect(e.subscribe(t, "project:WEB", nil))
+	if _, err := e.db.CreateItem(context.Background(), e.engineer, "WEB", store.NewItem{Kind: store.KindTicket, Title: "numbered by the hub"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the event numbered by the hub", c, []int64{start + 1})
 }
 
 func TestEventHubReplayThenLiveWithoutGapOrDuplicate(t *testing.T) {

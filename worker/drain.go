@@ -41,6 +41,7 @@ func (w *Worker) Stop() {
 			slog.String("worker", w.id), slog.Int("running", w.handlers.count()))
 	}
 	w.sweeper.shutdown()
+	w.numberer.Stop()
 	w.cancels.shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -64,7 +64,8 @@ type Deps struct {
 // resumes turns of crashed workers (sweeper.go), the listener for cancel
 // nudges (cancel.go), and, with embeddings, the embed queue's own asynq
 // server (embed_server.go, embed_handler.go) and its dispatcher
-// (embed_dispatch.go). A turn's life: handle.go runs a task through claim
+// (embed_dispatch.go), and an event numberer (tasks.EventNumberer), so
+// that the planner's events are numbered wherever workers run. A turn's life: handle.go runs a task through claim
 // and lease (claim.go), the loop (loop.go) with its model calls (model.go),
 // tool calls (toolcalls.go) and compaction (compact.go), to its finish;
 // drain.go is what Stop does to the turns still running.
@@ -96,6 +97,7 @@ type Worker struct {
 	beat     *heartbeat
 	sweeper  *sweeper
 	cancels  *cancelListener
+	numberer *tasks.EventNumberer
 
 	// The embed queue; nil without embeddings.
 	embedTasks    *tasks.EmbedTasks
@@ -124,6 +126,7 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	w.beat = newHeartbeat(d.DB, w.id, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
 	w.sweeper = newSweeper(d.DB, d.Queue, cfg.HeartbeatInterval/2, max(time.Minute, cfg.Lease), d.Log, m)
 	w.cancels = newCancelListener(d.Redis, d.Queue.Names().CancelChannel(), w.running)
+	w.numberer = tasks.NewEventNumberer(d.DB, d.Log)
 	if d.Embedders != nil && d.Search.EmbeddingsModel != "" {
 		em, err := newEmbedMetrics(d.Registry)
 		if err != nil {
@@ -167,7 +170,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	w.sweeper.start(ctx)
+	w.numberer.Start(ctx)
 	if err := w.srv.Start(mux); err != nil {
+		w.numberer.Stop()
 		w.sweeper.shutdown()
 		w.cancels.shutdown()
 		w.beat.shutdown(context.WithoutCancel(ctx))
@@ -175,6 +180,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if err := w.startEmbedding(ctx); err != nil {
 		w.srv.Shutdown()
+		w.numberer.Stop()
 		w.sweeper.shutdown()
 		w.cancels.shutdown()
 		w.beat.shutdown(context.WithoutCancel(ctx))

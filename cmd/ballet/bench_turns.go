@@ -235,6 +235,12 @@ func runTurns(ctx context.Context, rt *runtime, r turnWorkload) ([]turnTimes, ti
 			return nil, 0, err
 		}
 		defer w.Stop()
+	} else {
+		// The events the turns write are numbered as a started worker's
+		// numberer would, so that both modes pay for it.
+		numberer := tasks.NewEventNumberer(rt.db, rt.log)
+		numberer.Start(ctx)
+		defer numberer.Stop()
 	}
 	ids, err := benchSessions(ctx, rt.db, caller, project, sessions)
 	if err != nil {

@@ -1,0 +1,103 @@
+package tasks
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/balletplanner/ballet/store"
+)
+
+// EventNumberInterval is how often an EventNumberer looks for committed
+// events to number while none are waiting: the most a new event waits
+// before streams can see it.
+const EventNumberInterval = 20 * time.Millisecond
+
+// eventNumberRetry is the wait after a failed numbering.
+const eventNumberRetry = time.Second
+
+// EventNumberStore is what an EventNumberer needs of Postgres; *store.DB
+// provides it.
+type EventNumberStore interface {
+	EventsToNumber(ctx context.Context) (bool, error)
+	NumberEvents(ctx context.Context, limit int) (store.NumberedEvents, error)
+}
+
+var _ EventNumberStore = (*store.DB)(nil)
+
+// EventNumberer numbers committed events per organization in the
+// background (store.DB.NumberEvents), so that no commit waits on its
+// organization's counter. Each api process runs one with its event hub,
+// and each worker one of its own; they take turns under the numbering
+// lock, so any number of them is safe, and one is enough.
+type EventNumberer struct {
+	db    EventNumberStore
+	every time.Duration
+	log   *slog.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewEventNumberer builds a numberer that looks every EventNumberInterval.
+func NewEventNumberer(db EventNumberStore, log *slog.Logger) *EventNumberer {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &EventNumberer{db: db, every: EventNumberInterval, log: log}
+}
+
+// Start numbers in the background until Stop.
+func (n *EventNumberer) Start(ctx context.Context) {
+	if n.cancel != nil {
+		return
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel, n.done = cancel, make(chan struct{})
+	go n.run(bg)
+}
+
+// Stop ends the numbering and waits for one under way.
+func (n *EventNumberer) Stop() {
+	if n.cancel == nil {
+		return
+	}
+	n.cancel()
+	<-n.done
+}
+
+func (n *EventNumberer) run(ctx context.Context) {
+	defer close(n.done)
+	t := time.NewTimer(n.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		wait := n.every
+		if err := n.pass(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			n.log.WarnContext(ctx, "event numberer", slog.Any("error", err), slog.Duration("retry_in", eventNumberRetry))
+			wait = eventNumberRetry
+		}
+		t.Reset(wait)
+	}
+}
+
+// pass numbers everything queued, batch by batch.
+func (n *EventNumberer) pass(ctx context.Context) error {
+	queued, err := n.db.EventsToNumber(ctx)
+	if err != nil || !queued {
+		return err
+	}
+	for {
+		got, err := n.db.NumberEvents(ctx, store.EventNumberBatch)
+		if err != nil || got.Events < store.EventNumberBatch {
+			return err
+		}
+	}
+}
