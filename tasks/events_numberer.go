@@ -81,8 +81,13 @@ func (n *EventNumberer) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			n.log.WarnContext(ctx, "event numberer", slog.Any("error", err), slog.Duration("retry_in", eventNumberRetry))
 			wait = eventNumberRetry
+			if store.SchemaMissing(err) {
+				// Not migrated yet: /readyz says so; wait quietly.
+				n.log.DebugContext(ctx, "event numberer: schema not migrated yet", slog.Any("error", err))
+			} else {
+				n.log.WarnContext(ctx, "event numberer", slog.Any("error", err), slog.Duration("retry_in", eventNumberRetry))
+			}
 		}
 		t.Reset(wait)
 	}
