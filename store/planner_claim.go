@@ -60,6 +60,9 @@ type Claim struct {
 	Outputs []Output
 	// Next is the session's next queued turn, when this claim ended one.
 	Next string
+	// History is what the claimed turn sees, read under the claim's lock
+	// (ClaimRun only): LoadHistory's answer at the claim.
+	History *History
 }
 
 // ClaimTurn takes the session's turn lease for turnID, in arrival order:
@@ -113,10 +116,10 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 		}
 		c.State = ClaimRun
 		c.Fence = Fence{Session: t.Session, Turn: t.ID, Token: l.Token + 1, Human: t.Author}
-		// One more round trip and one statement: the lease and the started
+		// One more round trip: one statement for the lease and the started
 		// output's cursor (the row is locked, so the cursor read above is
 		// still the next one) in the session row's one UPDATE, the turn's
-		// start and its started output.
+		// start and its started output; then the turn's history.
 		var started []Output
 		if t.StartedAt == nil {
 			started = []Output{{Turn: t.ID, Type: OutputStarted}}
@@ -127,9 +130,16 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			c.Outputs = storedOutputs(t.Session, l.Cursor, l.At, started)
 			write, args = claimWriteStarted, append(args, l.Cursor, storedData(c.Outputs[0]), l.At)
 		}
-		if _, err := tx.Exec(ctx, write, args...); err != nil {
+		// The turn's history rides along: its first round needs no read
+		// of its own.
+		h := &History{}
+		b = &pgx.Batch{}
+		b.Queue(write, args...)
+		queueHistory(b, t.Session, t.Position, h)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
+		c.History = h
 		c.Turn.Status, c.Turn.Attempts = TurnRunning, t.Attempts+1
 		// The session as read under its lock: the claim changed only its
 		// lease and cursor, which Session does not show, and its turn runs.

@@ -43,6 +43,17 @@ func (h History) CancelRequested(turn string) bool {
 func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64) (History, error) {
 	var h History
 	b := &pgx.Batch{}
+	queueHistory(b, sessionID, position, &h)
+	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
+		return History{}, fmt.Errorf("store: history: %w", err)
+	}
+	return h, nil
+}
+
+// queueHistory queues on b LoadHistory's two statements, read into h; a
+// claim queues them after its write, so that a turn's first round reads
+// its history in the claim's round trip.
+func queueHistory(b *pgx.Batch, sessionID string, position int64, h *History) {
 	b.Queue(`SELECT summary, summary_turn,
 			ARRAY(SELECT id::text FROM planner_turns WHERE session_id = $1 AND finished_at IS NULL
 				AND cancel_requested)
@@ -66,8 +77,4 @@ func (db *DB) LoadHistory(ctx context.Context, sessionID string, position int64)
 		h.Messages, err = collect(rows, scanMessage)
 		return err
 	})
-	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
-		return History{}, fmt.Errorf("store: history: %w", err)
-	}
-	return h, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,7 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 	type count struct{ trips, statements int }
 	want := map[string]count{
 		"SendMessage":          {4, 6}, // and the session's read for its permission check
-		"ClaimTurn":            {3, 5},
+		"ClaimTurn":            {3, 7}, // with the turn's history
 		"AppendAnswer":         {3, 7},
 		"AppendAnswer+refused": {3, 8},
 		"ClaimToolCall":        {2, 5},
@@ -123,6 +124,11 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 			})
 			if claim.State != store.ClaimRun {
 				t.Fatalf("claim state %v, want run", claim.State)
+			}
+			if read, err := db.LoadHistory(ctx, sess.ID, claim.Turn.Position); err != nil {
+				t.Fatal(err)
+			} else if claim.History == nil || !reflect.DeepEqual(*claim.History, read) {
+				t.Fatalf("the claim's history %+v, want LoadHistory's %+v", claim.History, read)
 			}
 			fence := claim.Fence
 			if !last {

@@ -58,7 +58,7 @@ func (a *attempt) loop(ctx context.Context) (store.TurnOutcome, error) {
 		if errors.Is(context.Cause(ctx), errCancelled) {
 			return outcomeCancelled, nil
 		}
-		h, err := a.w.transcript.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)
+		h, err := a.history(ctx)
 		if err != nil {
 			return a.fail(ctx, err)
 		}
@@ -96,6 +96,16 @@ func (a *attempt) loop(ctx context.Context) (store.TurnOutcome, error) {
 			return done(a.final.StopReason), nil
 		}
 	}
+}
+
+// history is what the turn sees now: the claim's read for the first
+// round, a fresh read after that.
+func (a *attempt) history(ctx context.Context) (store.History, error) {
+	if h := a.claim.History; h != nil {
+		a.claim.History = nil
+		return *h, nil
+	}
+	return a.w.transcript.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)
 }
 
 // done is the outcome of a turn the model ended with stopReason.
