@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/worker"
 )
 
@@ -73,6 +74,18 @@ func TestTurnWithTwoToolRounds(t *testing.T) {
 		AND actor_kind = 'service' AND actor_subject = $1 AND acting_for = 'ann@example.com'`, "planner:"+s).Scan(&actingFor))
 	if actingFor != 5 {
 		t.Errorf("%d planner.message events acting for the human, want 5", actingFor)
+	}
+	// The worker's own event numberer numbers them: no api runs here.
+	storetest.WaitFor(t, "the turn's events to be numbered", func() bool {
+		queued, err := e.db.EventsToNumber(context.Background())
+		must(t, err)
+		return !queued
+	})
+	var numbered int
+	must(t, e.db.Pool().QueryRow(context.Background(), `SELECT count(*) FROM events e JOIN event_numbers n USING (seq)
+		WHERE e.type = 'planner.message' AND e.actor_subject = $1`, "planner:"+s).Scan(&numbered))
+	if numbered != 5 {
+		t.Errorf("%d of the 5 planner.message events numbered", numbered)
 	}
 }
 
