@@ -96,19 +96,23 @@ func (db *DB) EventsToNumber(ctx context.Context) (bool, error) {
 	return queued, nil
 }
 
-// numberQueuedEvents numbers what is queued, if anything: for readers that
-// show numbers of events their caller may just have written.
+// numberQueuedEvents numbers what had committed when it was called, if
+// anything is queued: for readers that show numbers of events their caller
+// may just have written. The callers of one process share the numberings
+// (numberingGate).
 func (db *DB) numberQueuedEvents(ctx context.Context) error {
 	queued, err := db.EventsToNumber(ctx)
 	if err != nil || !queued {
 		return err
 	}
-	for {
-		n, err := db.NumberEvents(ctx, EventNumberBatch)
-		if err != nil || n.Events < EventNumberBatch {
-			return err
+	return db.numbering.do(ctx, func(ctx context.Context) error {
+		for {
+			n, err := db.NumberEvents(ctx, EventNumberBatch)
+			if err != nil || n.Events < EventNumberBatch {
+				return err
+			}
 		}
-	}
+	})
 }
 
 // EventNumberBatch is how many events one NumberEvents call of the

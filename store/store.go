@@ -96,6 +96,8 @@ func (c Config) Validate() error {
 type DB struct {
 	pool   *pgxpool.Pool
 	search searchLimits
+	// numbering shares the numberings readers ask for (events_number.go).
+	numbering numberingGate
 }
 
 // Open connects to Postgres and checks that it answers. It warns (through
