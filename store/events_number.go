@@ -17,7 +17,7 @@ import (
 // eventNumberingLock is the advisory lock a numbering transaction holds to
 // its commit: one numbering at a time, so that numbers become visible in
 // increasing order.
-const eventNumberingLock int64 = 0x62616c6c65744e // "balletN"
+const eventNumberingLock int64 = 0x62616c6c6574_02 // "ballet", 2
 
 // NumberedEvents is what one NumberEvents call numbered.
 type NumberedEvents struct {
