@@ -163,12 +163,14 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 		return SendResult{}, Errorf(CodeInvalid, "turn: must be a UUID, got %q", turnID)
 	}
 	turnID = strings.ToLower(turnID)
-	s, err := db.authorizedSession(ctx, caller, sessionID, PermTrackerWrite)
-	if err != nil {
-		return SendResult{}, err
+	if !looksLikeUUID(sessionID) {
+		return SendResult{}, Errorf(CodeNotFound, "session %q not found", sessionID)
 	}
 	for attempt := 1; ; attempt++ {
-		res, err := db.send(ctx, caller, s, text, turnID, lim)
+		res, err := db.send(ctx, caller, sessionID, text, turnID, lim)
+		if IsCode(err, CodeNotFound) || IsCode(err, CodeForbidden) {
+			return SendResult{}, err
+		}
 		// Another send took the turn id at the same moment (a retry in this
 		// session, or the same client id in another): the next attempt sees
 		// that turn committed.
@@ -243,12 +245,30 @@ const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 	SELECT $2, $9, $1, 'queued', $10::jsonb || jsonb_build_object('position', ahead.n), $11 FROM ahead
 	RETURNING (SELECT n FROM ahead)`
 
-// send is one transaction of SendMessage.
-func (db *DB) send(ctx context.Context, caller Caller, s Session, text, turnID string, lim QueueLimits) (SendResult, error) {
+// send is one transaction of SendMessage. Its first round trip reads the
+// session for the permission check and takes its row lock; a caller who
+// may not send rolls back before anything is written.
+func (db *DB) send(ctx context.Context, caller Caller, sessionID, text, turnID string, lim QueueLimits) (SendResult, error) {
 	var res SendResult
 	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
-		a, err := scanSendAllocation(tx.QueryRow(ctx, sendSession, s.ID, turnID))
-		if err != nil {
+		var s Session
+		var a sendAllocation
+		b := &pgx.Batch{}
+		b.Queue(sessionSelect+` WHERE s.id = $1`, sessionID).QueryRow(func(row pgx.Row) (err error) {
+			s, err = scanSession(row)
+			return notFound(err, "session %q", sessionID)
+		})
+		b.Queue(sendSession, sessionID, turnID).QueryRow(func(row pgx.Row) (err error) {
+			a, err = scanSendAllocation(row)
+			return notFound(err, "session %q", sessionID)
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if err := caller.Authorize(PermTrackerWrite, s.OrganizationID, s.ProjectID); err != nil {
+			if IsCode(err, CodeNotFound) {
+				return Errorf(CodeNotFound, "session %q not found", sessionID)
+			}
 			return err
 		}
 		if a.sent != nil {
@@ -267,7 +287,7 @@ func (db *DB) send(ctx context.Context, caller Caller, s Session, text, turnID s
 		}
 		seq, position, cursor, at := a.seq, a.position, a.cursor, a.at
 		author := caller.Principal.Subject
-		b := &pgx.Batch{}
+		b = &pgx.Batch{}
 		var counts queueCounts
 		if lim.limited() {
 			queueQueuedCounts(b, s.ProjectID, &counts)
