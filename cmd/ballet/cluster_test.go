@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/balletplanner/ballet/api/rpcclient"
+	"github.com/balletplanner/ballet/internal/logtest"
+	"github.com/balletplanner/ballet/internal/porttest"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks/taskstest"
 )
@@ -50,27 +50,12 @@ type cluster struct {
 	env  []string
 }
 
-// clusterBase finds a base port whose ports the script uses are all free.
+// clusterBase finds a base port whose ports the script uses are all free,
+// below the ephemeral range, where no outgoing connection takes one before
+// the script's processes bind it.
 func clusterBase(t *testing.T) int {
 	t.Helper()
-	offsets := []int{0, 1, 2, 20, 21, 22, 30, 31, 40, 41, 100, 101, 102, 110, 111, 112, 120, 121}
-	for range 50 {
-		base := 20000 + rand.IntN(40000)
-		free := true
-		for _, o := range offsets {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+o))
-			if err != nil {
-				free = false
-				break
-			}
-			ln.Close()
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatal("no free range of ports for the cluster")
-	return 0
+	return porttest.Base(t, 0, 1, 2, 20, 21, 22, 30, 31, 40, 41, 100, 101, 102, 110, 111, 112, 120, 121)
 }
 
 // startCluster runs the script with this test binary as ballet, on a
@@ -90,7 +75,7 @@ func startCluster(t *testing.T, extra ...string) (*cluster, string) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	out, err := cmd.StdoutPipe()
 	must(t, err)
-	var stderr strings.Builder
+	var stderr logtest.Buffer // written by exec's copier while read on failure
 	cmd.Stderr = &stderr
 	must(t, cmd.Start())
 	done := make(chan error, 1)

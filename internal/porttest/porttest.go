@@ -73,6 +73,48 @@ func Spare() (int, error) {
 	return 0, fmt.Errorf("no free port in %d-%d after 1000 tries", lowest, high)
 }
 
+// Base returns a base port B such that every B+offset is free now, lies
+// below the ephemeral range and was not handed out before by this test
+// binary, for a script that derives its ports from one base; the ports
+// are marked handed out.
+func Base(t testing.TB, offsets ...int) int {
+	t.Helper()
+	span := 0
+	for _, o := range offsets {
+		span = max(span, o)
+	}
+	high := ephemeralStart() - 1 - span
+	mu.Lock()
+	defer mu.Unlock()
+	for range 1000 {
+		base := lowest + rand.IntN(high-lowest+1)
+		if allFree(base, offsets) {
+			for _, o := range offsets {
+				issued[base+o] = true
+			}
+			return base
+		}
+	}
+	t.Fatalf("porttest: no base in %d-%d with %d free ports after 1000 tries", lowest, high, len(offsets))
+	return 0
+}
+
+// allFree reports whether every base+offset is free and not handed out.
+// mu is held.
+func allFree(base int, offsets []int) bool {
+	for _, o := range offsets {
+		if issued[base+o] {
+			return false
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+o)))
+		if err != nil {
+			return false
+		}
+		_ = ln.Close()
+	}
+	return true
+}
+
 // ephemeralStart is the first port of the kernel's ephemeral range.
 func ephemeralStart() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")

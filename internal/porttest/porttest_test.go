@@ -54,3 +54,33 @@ func TestATakenPortIsNeverHandedOut(t *testing.T) {
 		}
 	}
 }
+
+func TestBaseHandsOutFreePortsBelowTheEphemeralRange(t *testing.T) {
+	t.Parallel()
+	offsets := []int{0, 1, 20, 121}
+	seen := map[int]bool{}
+	for range 20 {
+		base := Base(t, offsets...)
+		for _, o := range offsets {
+			p := base + o
+			if p < lowest || p >= ephemeralStart() {
+				t.Fatalf("port %d (base %d + %d) outside %d-%d", p, base, o, lowest, ephemeralStart()-1)
+			}
+			if seen[p] {
+				t.Fatalf("port %d handed out twice", p)
+			}
+			seen[p] = true
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				t.Fatalf("listen on handed-out port %d: %v", p, err)
+			}
+			_ = ln.Close()
+		}
+	}
+	// Port never hands out what Base did.
+	for range 200 {
+		if p := Port(t); seen[p] {
+			t.Fatalf("Port handed out %d, which Base had", p)
+		}
+	}
+}
