@@ -9,9 +9,14 @@ import (
 )
 
 // EventNumberInterval is how often an EventNumberer looks for committed
-// events to number while none are waiting: the most a new event waits
-// before streams can see it.
-const EventNumberInterval = 20 * time.Millisecond
+// events to number while events keep coming: the most a new event waits
+// before streams can see it. While none come, it looks less and less
+// often, down to once every EventNumberIdleInterval, so that an idle
+// process costs Postgres a few reads a second.
+const (
+	EventNumberInterval     = 20 * time.Millisecond
+	EventNumberIdleInterval = 250 * time.Millisecond
+)
 
 // eventNumberRetry is the wait after a failed numbering.
 const eventNumberRetry = time.Second
@@ -68,7 +73,8 @@ func (n *EventNumberer) Stop() {
 
 func (n *EventNumberer) run(ctx context.Context) {
 	defer close(n.done)
-	t := time.NewTimer(n.every)
+	wait := n.every
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -76,8 +82,13 @@ func (n *EventNumberer) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		wait := n.every
-		if err := n.pass(ctx); err != nil {
+		found, err := n.pass(ctx)
+		if found {
+			wait = n.every
+		} else {
+			wait = min(2*wait, EventNumberIdleInterval)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -93,16 +104,17 @@ func (n *EventNumberer) run(ctx context.Context) {
 	}
 }
 
-// pass numbers everything queued, batch by batch.
-func (n *EventNumberer) pass(ctx context.Context) error {
+// pass numbers everything queued, batch by batch; found says whether
+// anything was queued.
+func (n *EventNumberer) pass(ctx context.Context) (found bool, err error) {
 	queued, err := n.db.EventsToNumber(ctx)
 	if err != nil || !queued {
-		return err
+		return false, err
 	}
 	for {
 		got, err := n.db.NumberEvents(ctx, store.EventNumberBatch)
 		if err != nil || got.Events < store.EventNumberBatch {
-			return err
+			return true, err
 		}
 	}
 }
