@@ -123,14 +123,24 @@ func TestServeRunsTheDemoConversation(t *testing.T) {
 	}) {
 		t.Fatalf("usage %+v", usage.Items)
 	}
-	// The turn shows in the metrics.
-	metrics := p.scrape(t, "")
-	for _, want := range []string{`ballet_planner_turns_total{outcome="completed"} 1`, `ballet_planner_tool_calls_total{outcome="ok",tool="propose_changeset"} 1`,
+	// The turn shows in the metrics: the worker counts it just after it
+	// publishes the done, and stops counting it running after that.
+	wants := []string{`ballet_planner_turns_total{outcome="completed"} 1`, `ballet_planner_tool_calls_total{outcome="ok",tool="propose_changeset"} 1`,
 		"ballet_planner_turn_duration_seconds_count 1", "ballet_planner_queue_wait_seconds_count 1", "ballet_planner_rounds_count 1",
-		`ballet_planner_running_turns 0`, `ballet_planner_queue_depth{queue="` + ns + `planner"`, `ballet_llm_requests_total{`} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %s", want)
+		`ballet_planner_running_turns 0`, `ballet_planner_queue_depth{queue="` + ns + `planner"`, `ballet_llm_requests_total{`}
+	var missing []string
+	storetest.Poll(storetest.WaitTimeout, func() bool {
+		metrics := p.scrape(t, "")
+		missing = missing[:0]
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				missing = append(missing, want)
+			}
 		}
+		return len(missing) == 0
+	})
+	for _, want := range missing {
+		t.Errorf("metrics lack %s", want)
 	}
 	// The queue dashboard is for platform admins only.
 	root := client{t: t, base: "http://" + p.addr, token: token}
