@@ -96,6 +96,16 @@ func (db *DB) EventsToNumber(ctx context.Context) (bool, error) {
 	return queued, nil
 }
 
+// NumberQueuedEvents numbers everything queued, batch by batch, and
+// reports whether anything was: what a numberer does at each look.
+func (db *DB) NumberQueuedEvents(ctx context.Context) (bool, error) {
+	queued, err := db.EventsToNumber(ctx)
+	if err != nil || !queued {
+		return false, err
+	}
+	return true, db.numberBatches(ctx)
+}
+
 // numberQueuedEvents numbers what had committed when it was called, if
 // anything is queued: for readers that show numbers of events their caller
 // may just have written. The callers of one process share the numberings
@@ -105,16 +115,19 @@ func (db *DB) numberQueuedEvents(ctx context.Context) error {
 	if err != nil || !queued {
 		return err
 	}
-	return db.numbering.do(ctx, func(ctx context.Context) error {
-		for {
-			n, err := db.NumberEvents(ctx, EventNumberBatch)
-			if err != nil || n.Events < EventNumberBatch {
-				return err
-			}
-		}
-	})
+	return db.numbering.do(ctx, db.numberBatches)
 }
 
-// EventNumberBatch is how many events one NumberEvents call of the
-// numberer takes at most.
+// numberBatches calls NumberEvents until a batch comes back short.
+func (db *DB) numberBatches(ctx context.Context) error {
+	for {
+		n, err := db.NumberEvents(ctx, EventNumberBatch)
+		if err != nil || n.Events < EventNumberBatch {
+			return err
+		}
+	}
+}
+
+// EventNumberBatch is how many events NumberQueuedEvents takes at most in
+// one NumberEvents call.
 const EventNumberBatch = 5000

@@ -45,6 +45,16 @@ func TestEventNumbersAfterCommit(t *testing.T) {
 	if queued, err := f.db.EventsToNumber(ctx); err != nil || queued {
 		t.Fatalf("EventsToNumber after numbering = %v, %v; want false", queued, err)
 	}
+	if found, err := f.db.NumberQueuedEvents(ctx); err != nil || found {
+		t.Fatalf("NumberQueuedEvents with nothing queued = %v, %v; want false", found, err)
+	}
+	if _, err := f.db.CreateItem(ctx, f.engineer, "WEB", store.NewItem{Kind: store.KindTicket, Title: "found"}); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := f.db.NumberQueuedEvents(ctx); err != nil || !found {
+		t.Fatalf("NumberQueuedEvents with one queued = %v, %v; want true", found, err)
+	}
+	base++ // the reader below follows from that one on
 
 	// Writers in both organizations, numberers and a reader at once.
 	const writers, each, numberers = 6, 8, 3
@@ -147,13 +157,7 @@ func TestEventNumbersAfterCommit(t *testing.T) {
 // service would shortly.
 func numberAll(t testing.TB, db *store.DB) {
 	t.Helper()
-	for {
-		n, err := db.NumberEvents(context.Background(), store.EventNumberBatch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.Events < store.EventNumberBatch {
-			return
-		}
+	if _, err := db.NumberQueuedEvents(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,8 +24,7 @@ const eventNumberRetry = time.Second
 // EventNumberStore is what an EventNumberer needs of Postgres; *store.DB
 // provides it.
 type EventNumberStore interface {
-	EventsToNumber(ctx context.Context) (bool, error)
-	NumberEvents(ctx context.Context, limit int) (store.NumberedEvents, error)
+	NumberQueuedEvents(ctx context.Context) (bool, error)
 }
 
 var _ EventNumberStore = (*store.DB)(nil)
@@ -82,7 +81,7 @@ func (n *EventNumberer) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		found, err := n.pass(ctx)
+		found, err := n.db.NumberQueuedEvents(ctx)
 		if found {
 			wait = n.every
 		} else {
@@ -101,20 +100,5 @@ func (n *EventNumberer) run(ctx context.Context) {
 			}
 		}
 		t.Reset(wait)
-	}
-}
-
-// pass numbers everything queued, batch by batch; found says whether
-// anything was queued.
-func (n *EventNumberer) pass(ctx context.Context) (found bool, err error) {
-	queued, err := n.db.EventsToNumber(ctx)
-	if err != nil || !queued {
-		return false, err
-	}
-	for {
-		got, err := n.db.NumberEvents(ctx, store.EventNumberBatch)
-		if err != nil || got.Events < store.EventNumberBatch {
-			return true, err
-		}
 	}
 }
