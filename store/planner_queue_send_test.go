@@ -49,8 +49,8 @@ func TestSendRoundTrips(t *testing.T) {
 		// statements: the batch holds the limit check only when a limit is set
 		statements int
 	}{
-		{"no limit", store.QueueLimits{}, 6},
-		{"limits", store.QueueLimits{Total: 1000, PerProject: 1000}, 7},
+		{"no limit", store.QueueLimits{}, 5},
+		{"limits", store.QueueLimits{Total: 1000, PerProject: 1000}, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,8 +63,8 @@ func TestSendRoundTrips(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The session's read for the permission check rides in the
-			// first round trip, with the session row's UPDATE.
+			// The permission check reads what the session row's UPDATE
+			// returns, in the first round trip.
 			if trips, statements := tr.take(); trips != 3 || statements != tt.statements {
 				t.Errorf("a send took %d round trips and %d statements, want 3 and %d", trips, statements, tt.statements)
 			}

@@ -84,7 +84,7 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 	}
 	type count struct{ trips, statements int }
 	want := map[string]count{
-		"SendMessage":          {3, 6}, // the permission check's read in the first round trip
+		"SendMessage":          {3, 5}, // the permission check reads what the session UPDATE returns
 		"ClaimTurn":            {3, 7}, // with the turn's history
 		"AppendAnswer":         {3, 7},
 		"AppendAnswer+refused": {3, 8},

@@ -202,16 +202,20 @@ const activeNow = `date_trunc('second', now())`
 
 // sendSession locks the session row and allocates, in one write, the seq of
 // the message, the position of the turn and the cursor of its queued
-// output; it also finds a turn this session already sent with the client's
-// turn id ($2), and whether another session's turn has that id. Those two
-// are read as of the statement's start: a send racing for the same id is
-// caught by the unique indexes instead, and retried.
-const sendSession = `UPDATE planner_sessions SET next_seq = next_seq + 1, next_turn = next_turn + 1,
-	next_cursor = next_cursor + 1, last_active_at = ` + activeNow + `, updated_at = now()
-	WHERE id = $1
-	RETURNING next_seq - 1, next_turn - 1, next_cursor - 1, now(),
+// output; it also returns what the permission check and the writes need of
+// the session and its project, finds a turn this session already sent with
+// the client's turn id ($2), and whether another session's turn has that
+// id. Those two are read as of the statement's start: a send racing for the
+// same id is caught by the unique indexes instead, and retried. The project
+// row is read, not locked.
+const sendSession = `UPDATE planner_sessions s SET next_seq = s.next_seq + 1, next_turn = s.next_turn + 1,
+	next_cursor = s.next_cursor + 1, last_active_at = ` + activeNow + `, updated_at = now()
+	FROM projects p
+	WHERE s.id = $1 AND p.id = s.project_id
+	RETURNING s.next_seq - 1, s.next_turn - 1, s.next_cursor - 1, now(),
 		(SELECT t.id::text FROM planner_turns t WHERE t.session_id = $1 AND t.client_turn_id = $2),
-		EXISTS (SELECT 1 FROM planner_turns t WHERE t.id = $2)`
+		EXISTS (SELECT 1 FROM planner_turns t WHERE t.id = $2),
+		s.project_id, p.key, p.organization_id`
 
 // sendAllocation is what sendSession returns.
 type sendAllocation struct {
@@ -221,11 +225,14 @@ type sendAllocation struct {
 	sent *string
 	// taken is true when a turn of another session has the client's id.
 	taken bool
+	// session has the ids and the project key of the session.
+	session Session
 }
 
-func scanSendAllocation(row pgx.Row) (sendAllocation, error) {
-	var a sendAllocation
-	err := row.Scan(&a.seq, &a.position, &a.cursor, &a.at, &a.sent, &a.taken)
+func scanSendAllocation(row pgx.Row, sessionID string) (sendAllocation, error) {
+	a := sendAllocation{session: Session{ID: sessionID}}
+	err := row.Scan(&a.seq, &a.position, &a.cursor, &a.at, &a.sent, &a.taken,
+		&a.session.ProjectID, &a.session.Project, &a.session.OrganizationID)
 	return a, err
 }
 
@@ -245,26 +252,17 @@ const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 	SELECT $2, $9, $1, 'queued', $10::jsonb || jsonb_build_object('position', ahead.n), $11 FROM ahead
 	RETURNING (SELECT n FROM ahead)`
 
-// send is one transaction of SendMessage. Its first round trip reads the
-// session for the permission check and takes its row lock; a caller who
-// may not send rolls back before anything is written.
+// send is one transaction of SendMessage. Its first statement takes the
+// session's row lock and reads what the permission check needs; a caller
+// who may not send rolls back before anything is written.
 func (db *DB) send(ctx context.Context, caller Caller, sessionID, text, turnID string, lim QueueLimits) (SendResult, error) {
 	var res SendResult
 	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
-		var s Session
-		var a sendAllocation
-		b := &pgx.Batch{}
-		b.Queue(sessionSelect+` WHERE s.id = $1`, sessionID).QueryRow(func(row pgx.Row) (err error) {
-			s, err = scanSession(row)
+		a, err := scanSendAllocation(tx.QueryRow(ctx, sendSession, sessionID, turnID), sessionID)
+		if err != nil {
 			return notFound(err, "session %q", sessionID)
-		})
-		b.Queue(sendSession, sessionID, turnID).QueryRow(func(row pgx.Row) (err error) {
-			a, err = scanSendAllocation(row)
-			return notFound(err, "session %q", sessionID)
-		})
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
 		}
+		s := a.session
 		if err := caller.Authorize(PermTrackerWrite, s.OrganizationID, s.ProjectID); err != nil {
 			if IsCode(err, CodeNotFound) {
 				return Errorf(CodeNotFound, "session %q not found", sessionID)
@@ -287,7 +285,7 @@ func (db *DB) send(ctx context.Context, caller Caller, sessionID, text, turnID s
 		}
 		seq, position, cursor, at := a.seq, a.position, a.cursor, a.at
 		author := caller.Principal.Subject
-		b = &pgx.Batch{}
+		b := &pgx.Batch{}
 		var counts queueCounts
 		if lim.limited() {
 			queueQueuedCounts(b, s.ProjectID, &counts)
