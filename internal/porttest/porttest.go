@@ -54,23 +54,7 @@ func Addr(t testing.TB) string {
 
 // Spare is Port for callers without a testing.TB.
 func Spare() (int, error) {
-	high := ephemeralStart() - 1
-	mu.Lock()
-	defer mu.Unlock()
-	for range 1000 {
-		p := lowest + rand.IntN(high-lowest+1)
-		if issued[p] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue // taken by someone else
-		}
-		_ = ln.Close()
-		issued[p] = true
-		return p, nil
-	}
-	return 0, fmt.Errorf("no free port in %d-%d after 1000 tries", lowest, high)
+	return pick(0)
 }
 
 // Base returns a base port B such that every B+offset is free now, lies
@@ -79,6 +63,16 @@ func Spare() (int, error) {
 // are marked handed out.
 func Base(t testing.TB, offsets ...int) int {
 	t.Helper()
+	b, err := pick(offsets...)
+	if err != nil {
+		t.Fatalf("porttest: %v", err)
+	}
+	return b
+}
+
+// pick finds a base whose base+offset ports are all free and not handed
+// out, below the ephemeral range, and marks them handed out.
+func pick(offsets ...int) (int, error) {
 	span := 0
 	for _, o := range offsets {
 		span = max(span, o)
@@ -92,11 +86,10 @@ func Base(t testing.TB, offsets ...int) int {
 			for _, o := range offsets {
 				issued[base+o] = true
 			}
-			return base
+			return base, nil
 		}
 	}
-	t.Fatalf("porttest: no base in %d-%d with %d free ports after 1000 tries", lowest, high, len(offsets))
-	return 0
+	return 0, fmt.Errorf("no free ports at offsets %v of a base in %d-%d after 1000 tries", offsets, lowest, high)
 }
 
 // allFree reports whether every base+offset is free and not handed out.
@@ -108,7 +101,7 @@ func allFree(base int, offsets []int) bool {
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+o)))
 		if err != nil {
-			return false
+			return false // taken by someone else
 		}
 		_ = ln.Close()
 	}
