@@ -97,10 +97,13 @@ func (s *Server) send(ctx context.Context, p provider, c *call) (*answer, error)
 		asked   time.Duration // the wait the last answer asked for
 		lastErr error
 	)
-	backoff := s.retryBackoff()
+	var backoff retry.Backoff // built at the first retry: most calls have none
 	// The wait before each retry: what the upstream asked for, else the
 	// backoff's next step (which advances either way, as attempts do).
 	waits := retry.BackoffFunc(func() (time.Duration, bool) {
+		if backoff == nil {
+			backoff = s.retryBackoff()
+		}
 		wait := nextWait(backoff)
 		if asked > 0 {
 			wait = asked
@@ -139,7 +142,7 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 	if err != nil {
 		return nil, false, 0, &gatewayError{http.StatusInternalServerError, llm.ErrAPI, fmt.Errorf("gateway: build upstream request: %w", err)}
 	}
-	if err := s.upstreams.Check(req.URL.String()); err != nil {
+	if err := s.upstreams.CheckURL(req.URL); err != nil {
 		return nil, false, 0, &gatewayError{http.StatusForbidden, llm.ErrPermission, fmt.Errorf("upstream %s is not allowed: %s", c.provider, UpstreamRule)}
 	}
 	start := time.Now()
@@ -264,5 +267,6 @@ func newHTTPClient(cfg Config) *http.Client {
 	tr.DialContext = (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	// Never follow redirects: a credential's base_url must not lead the
 	// gateway elsewhere.
-	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &http.Client{Transport: newDirectTransport(tr, cfg.HeaderTimeout),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }

@@ -68,9 +68,15 @@ func parseEntry(raw string) (endpoint, error) {
 // what could make the URL mean another host than it shows.
 func parseEndpoint(raw string) (endpoint, error) {
 	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
+	if err != nil {
 		return endpoint{}, errors.New("not a URL")
+	}
+	return endpointOf(u)
+}
+
+// endpointOf is parseEndpoint of a URL parsed already.
+func endpointOf(u *url.URL) (endpoint, error) {
+	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return endpoint{}, errors.New("scheme must be http or https")
 	case u.Opaque != "" || u.Host == "":
@@ -104,6 +110,16 @@ func parseEndpoint(raw string) (endpoint, error) {
 // wrapping ErrUpstreamNotAllowed that says why.
 func (u *Upstreams) Check(base string) error {
 	ep, err := parseEndpoint(base)
+	return u.check(ep, err)
+}
+
+// CheckURL is Check of a URL parsed already: a request's.
+func (u *Upstreams) CheckURL(target *url.URL) error {
+	ep, err := endpointOf(target)
+	return u.check(ep, err)
+}
+
+func (u *Upstreams) check(ep endpoint, err error) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUpstreamNotAllowed, err)
 	}

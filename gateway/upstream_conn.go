@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// directConn is one keep-alive connection of a directTransport.
+type directConn struct {
+	t      *directTransport
+	addr   string
+	nc     net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	reused bool // it answered a call before this one
+
+	// Guarded by t.mu while the connection is idle.
+	idleAt    time.Time
+	idleTimer *time.Timer
+}
+
+// staleError marks a failure of a reused connection before any byte of
+// the answer came: the request may be sent again on a new connection.
+type staleError struct{ err error }
+
+func (e staleError) Error() string { return e.err.Error() }
+func (e staleError) Unwrap() error { return e.err }
+
+// errStaleConn matches a staleError with errors.Is.
+var errStaleConn = errors.New("stale connection")
+
+func (e staleError) Is(target error) bool { return target == errStaleConn }
+
+// unwrapStale is err without its staleError mark.
+func unwrapStale(err error) error {
+	if err == nil {
+		return nil
+	}
+	var s staleError
+	if errors.As(err, &s) {
+		return s.err
+	}
+	return err
+}
+
+// exchange writes req and reads the head of its answer. The answer's body
+// reads the rest from the connection and hands it back to the pool when it
+// is closed after its end. The request's context aborts the call at any
+// point: a pending read or write fails at once and the connection is
+// closed.
+func (c *directConn) exchange(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, c.abort)
+	fail := func(err error, stale bool) (*http.Response, error) {
+		stop()
+		c.nc.Close()
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case isTimeout(err):
+			return nil, errHeaderTimeout
+		case stale:
+			return nil, staleError{err}
+		}
+		return nil, err
+	}
+	if c.t.headerTimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+	}
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		return fail(err, true)
+	}
+	// The first byte of the answer: an error before it means the upstream
+	// never read the request (it had closed the connection while idle).
+	if _, err := c.br.Peek(1); err != nil {
+		return fail(err, true)
+	}
+	resp, err := http.ReadResponse(c.br, req)
+	// Informational answers (103 Early Hints) precede the real one.
+	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp, err = http.ReadResponse(c.br, req)
+	}
+	if err != nil {
+		return fail(err, false)
+	}
+	if c.t.headerTimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+		if ctx.Err() != nil { // cancelled while the deadline was cleared
+			c.abort()
+		}
+	}
+	b := &directBody{c: c, body: resp.Body, stop: stop, keep: !resp.Close && !req.Close}
+	b.eof.Store(resp.Body == http.NoBody)
+	resp.Body = b
+	return resp, nil
+}
+
+// abort fails the connection's pending and later reads and writes.
+func (c *directConn) abort() { _ = c.nc.SetDeadline(longAgo) }
+
+// expire closes c once it has been idle for the transport's idle timeout.
+func (c *directConn) expire() {
+	t := c.t
+	t.mu.Lock()
+	if time.Since(c.idleAt) < t.idleTimeout || !t.remove(c) {
+		t.mu.Unlock() // taken again meanwhile, or a later idle spell has its own timer
+		return
+	}
+	t.mu.Unlock()
+	c.nc.Close()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// directBody is the body of an answer on a directConn. Close may be
+// called while a Read waits (drainBody does): it ends that Read.
+type directBody struct {
+	c      *directConn
+	body   io.ReadCloser // net/http's reader of the framing (length or chunks)
+	stop   func() bool   // ends the watch on the request's context
+	keep   bool          // neither side asked to close the connection
+	eof    atomic.Bool
+	closed atomic.Bool
+}
+
+func (b *directBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errReadOnClosedBody
+	}
+	n, err := b.body.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// Close hands the connection back to the pool when the whole body was
+// read and the call was not cancelled; otherwise it closes it, since
+// unread bytes of this answer would be taken for the next one's.
+func (b *directBody) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if b.stop() && b.eof.Load() && b.keep {
+		b.c.t.put(b.c)
+		return nil
+	}
+	return b.c.nc.Close()
+}
