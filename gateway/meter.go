@@ -110,13 +110,16 @@ func (m *meter) apply(u *llm.UsageDelta) {
 	}
 }
 
+// meterEvent is what the meter reads of an event. Message and Delta are
+// values, not pointers: nothing tells an absent one from an empty one, and
+// each pointer would cost an allocation per event.
 type meterEvent struct {
 	Type    string `json:"type"`
-	Message *struct {
+	Message struct {
 		Usage *llm.UsageDelta `json:"usage"`
 	} `json:"message"`
 	Usage *llm.UsageDelta `json:"usage"`
-	Delta *struct {
+	Delta struct {
 		StopReason  string `json:"stop_reason"`
 		Text        string `json:"text"`
 		PartialJSON string `json:"partial_json"`

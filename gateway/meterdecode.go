@@ -23,21 +23,17 @@ func decodeMeterEvent(data []byte, e *meterEvent) bool {
 func (m *meter) observeDecoded(e *meterEvent) {
 	switch e.Type {
 	case "message_start":
-		if e.Message != nil {
-			m.apply(e.Message.Usage)
-		}
+		m.apply(e.Message.Usage)
 	case "message_delta":
 		if e.Usage != nil {
 			m.sawDelta = true
 		}
 		m.apply(e.Usage)
-		if e.Delta != nil && e.Delta.StopReason != "" {
+		if e.Delta.StopReason != "" {
 			m.stopReason = e.Delta.StopReason
 		}
 	case "content_block_delta":
-		if e.Delta != nil {
-			m.outChars += len(e.Delta.Text) + len(e.Delta.PartialJSON) + len(e.Delta.Thinking)
-		}
+		m.outChars += len(e.Delta.Text) + len(e.Delta.PartialJSON) + len(e.Delta.Thinking)
 	case "error":
 		if e.Error != nil {
 			m.errType, m.errMessage = e.Error.Type, e.Error.Message

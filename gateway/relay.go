@@ -39,6 +39,7 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 	h["Date"] = httpDate(time.Now()) // what net/http would set, formatted once a second
 	w.WriteHeader(http.StatusOK)
 	out := sse.NewWriter(w)
+	defer out.Release()
 	ev := ans.first
 	for {
 		var err error
@@ -55,7 +56,11 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 		// that a caller who leaves at once is not recorded as gone.
 		stopped := ev.Name == "message_stop" || ev.Name == "error"
 		lastWithEnd := ev.Name == "message_stop" && endsAtOnce && ans.src.ended()
-		if err == nil && !lastWithEnd && (stopped || !ans.src.buffered()) {
+		switch {
+		case err != nil:
+		case lastWithEnd:
+			err = out.WriteOut()
+		case stopped || !ans.src.buffered():
 			err = out.Flush()
 		}
 		if err != nil {
@@ -105,30 +110,57 @@ func (m *meter) observeRaw(ev sse.Raw) {
 }
 
 // deltaKeys are the members of a content_block_delta's delta whose length
-// counts, as the Messages API writes them.
-var deltaKeys = [][]byte{[]byte(`"text":"`), []byte(`"partial_json":"`), []byte(`"thinking":"`)}
+// counts, quoted as the Messages API writes them before their colon.
+var deltaKeys = [3][]byte{[]byte(`"text"`), []byte(`"partial_json"`), []byte(`"thinking"`)}
 
 // deltaChars is the length in bytes of the decoded text, partial_json and
 // thinking of a content_block_delta's data, read without decoding the
-// event. A quote inside a JSON string is escaped, so `"text":"` can only be
-// a member's name; data written another way is decoded.
+// event: the first member of each name whose string follows its colon
+// at once counts. A quote inside a JSON string is escaped, so `"text":"`
+// can only be a member's name; data written another way is decoded.
+//
+// One pass finds them: at each colon it looks at the name before it, and
+// it skips the strings it counts.
 func deltaChars(data []byte) int {
-	n, found := 0, false
-	for _, key := range deltaKeys {
-		i := bytes.Index(data, key)
-		if i < 0 {
+	n := 0
+	var seen [len(deltaKeys)]bool
+	found := false
+	for i := 0; ; {
+		c := bytes.IndexByte(data[i:], ':')
+		if c < 0 {
+			break
+		}
+		c += i
+		i = c + 1
+		if i >= len(data) || data[i] != '"' {
 			continue
 		}
-		l, ok := jsonStringLen(data[i+len(key):])
+		k := deltaKeyBefore(data[:c])
+		if k < 0 || seen[k] {
+			continue
+		}
+		l, end, ok := jsonStringLen(data[i+1:])
 		if !ok {
 			return decodedDeltaChars(data)
 		}
-		n, found = n+l, true
+		n, found, seen[k] = n+l, true, true
+		i += 1 + end
 	}
 	if !found {
 		return decodedDeltaChars(data)
 	}
 	return n
+}
+
+// deltaKeyBefore is the index in deltaKeys of the quoted name b ends
+// with, -1 for none.
+func deltaKeyBefore(b []byte) int {
+	for k, key := range deltaKeys {
+		if bytes.HasSuffix(b, key) {
+			return k
+		}
+	}
+	return -1
 }
 
 func decodedDeltaChars(data []byte) int {
@@ -147,16 +179,17 @@ func decodedDeltaChars(data []byte) int {
 
 // jsonStringLen is the length in bytes of the JSON string that b starts
 // with (after its opening quote) once decoded as encoding/json decodes it:
-// invalid UTF-8 and lone surrogates become U+FFFD. ok is false for a
-// string that is not valid JSON or not whole.
-func jsonStringLen(b []byte) (n int, ok bool) {
+// invalid UTF-8 and lone surrogates become U+FFFD. end is the index in b
+// just past its closing quote. ok is false for a string that is not valid
+// JSON or not whole.
+func jsonStringLen(b []byte) (n, end int, ok bool) {
 	for i := 0; i < len(b); {
 		c := b[i]
 		switch {
 		case c == '"':
-			return n, true
+			return n, i + 1, true
 		case c < 0x20:
-			return 0, false
+			return 0, 0, false
 		case c < utf8.RuneSelf && c != '\\':
 			n++
 			i++
@@ -170,7 +203,7 @@ func jsonStringLen(b []byte) (n int, ok bool) {
 			i += size
 		default: // an escape
 			if i+1 >= len(b) {
-				return 0, false
+				return 0, 0, false
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -179,7 +212,7 @@ func jsonStringLen(b []byte) (n int, ok bool) {
 			case 'u':
 				r, ok := hex4(b[i+2:])
 				if !ok {
-					return 0, false
+					return 0, 0, false
 				}
 				i += 6
 				if utf16.IsSurrogate(r) {
@@ -194,11 +227,11 @@ func jsonStringLen(b []byte) (n int, ok bool) {
 				}
 				n += utf8.RuneLen(r)
 			default:
-				return 0, false
+				return 0, 0, false
 			}
 		}
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // hex4 reads the four hex digits b starts with.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 )
 
 // Event is one server-sent event: its name and its data lines joined with
@@ -42,20 +43,30 @@ func (s *Reader) Next() (Event, error) {
 	}
 }
 
-// Writer forwards events to an HTTP response. Write flushes each event;
-// Append and WriteRaw only buffer, for Flush to send what has gathered.
+// Writer forwards events to an HTTP response. Write sends and flushes one
+// event; Append and WriteRaw gather events, for Flush to hand them to the
+// response in one write and flush it, or WriteOut in one write without
+// flushing (net/http then sends them with the end of the response). One
+// write per batch, not per event, spares the response's per-write work.
+// Release returns its buffer once the response is done.
 type Writer struct {
-	w   io.Writer
-	rc  *http.ResponseController
-	buf []byte
+	w       io.Writer
+	rc      *http.ResponseController
+	pending *[]byte // gathered events, not yet written
 }
+
+// maxPending is how much a Writer gathers at most before writing it out.
+const maxPending = 32 << 10
+
+// pendingPool recycles the buffers of Writers.
+var pendingPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // NewWriter returns a Writer of w.
 func NewWriter(w http.ResponseWriter) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w)}
+	return &Writer{w: w, rc: http.NewResponseController(w), pending: pendingPool.Get().(*[]byte)}
 }
 
-// Write sends one event and flushes it.
+// Write sends one event and flushes it, after what was gathered.
 func (s *Writer) Write(ev Event) error {
 	if err := s.Append(ev); err != nil {
 		return err
@@ -63,27 +74,62 @@ func (s *Writer) Write(ev Event) error {
 	return s.Flush()
 }
 
-// Append writes one event without flushing it.
+// Append gathers one event.
 func (s *Writer) Append(ev Event) error {
-	s.buf = AppendEvent(s.buf[:0], ev)
-	return s.WriteRaw(s.buf)
+	*s.pending = AppendEvent(*s.pending, ev)
+	return s.spill()
 }
 
-// WriteRaw writes bytes already framed as events (a Raw's Bytes) without
-// flushing them.
+// WriteRaw gathers bytes already framed as events (a Raw's Bytes): they
+// are copied, so b may change once it returns.
 func (s *Writer) WriteRaw(b []byte) error {
-	if _, err := s.w.Write(b); err != nil {
+	*s.pending = append(*s.pending, b...)
+	return s.spill()
+}
+
+// spill writes out what was gathered once it is large.
+func (s *Writer) spill() error {
+	if len(*s.pending) < maxPending {
+		return nil
+	}
+	return s.WriteOut()
+}
+
+// WriteOut writes what was gathered to the response without flushing it.
+func (s *Writer) WriteOut() error {
+	if len(*s.pending) == 0 {
+		return nil
+	}
+	_, err := s.w.Write(*s.pending)
+	*s.pending = (*s.pending)[:0]
+	if err != nil {
 		return fmt.Errorf("write event: %w", err)
 	}
 	return nil
 }
 
-// Flush sends what was written.
+// Flush writes what was gathered and flushes the response.
 func (s *Writer) Flush() error {
+	if err := s.WriteOut(); err != nil {
+		return err
+	}
 	if err := s.rc.Flush(); err != nil {
 		return fmt.Errorf("flush event: %w", err)
 	}
 	return nil
+}
+
+// Release returns the Writer's buffer for reuse, dropping what is still
+// gathered; the Writer must not be used after.
+func (s *Writer) Release() {
+	if s.pending == nil {
+		return
+	}
+	if cap(*s.pending) <= maxPending*2 {
+		*s.pending = (*s.pending)[:0]
+		pendingPool.Put(s.pending)
+	}
+	s.pending = nil
 }
 
 // AppendEvent appends ev to dst in the wire form: its event line, a data
