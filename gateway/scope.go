@@ -58,19 +58,20 @@ func (s *scope) credential(model string) (upstreamCred, bool) {
 		prefer = store.ProviderAnthropic
 	}
 	for _, project := range []bool{true, false} {
-		var found []upstreamCred
-		for _, c := range s.creds {
-			if c.project == project {
-				found = append(found, c)
+		first := -1
+		for i, c := range s.creds {
+			if c.project != project {
+				continue
 			}
-		}
-		for _, c := range found {
 			if c.provider == prefer {
 				return c, true
 			}
+			if first < 0 {
+				first = i
+			}
 		}
-		if len(found) > 0 {
-			return found[0], true
+		if first >= 0 {
+			return s.creds[first], true
 		}
 	}
 	return upstreamCred{}, false
