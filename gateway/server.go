@@ -187,9 +187,7 @@ func (s *Server) Stop() {
 		if err := s.usage.close(ctx); err != nil {
 			s.log.Error("usage rows lost at stop", slog.Int("pending", s.usage.pending()), slog.Any("error", err))
 		}
-		if tr, ok := s.http.Transport.(*directTransport); ok {
-			tr.closeIdle()
-		}
+		s.http.CloseIdleConnections()
 	})
 }
 

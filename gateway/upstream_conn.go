@@ -25,55 +25,31 @@ type directConn struct {
 	idleTimer *time.Timer
 }
 
-// staleError marks a failure of a reused connection before any byte of
-// the answer came: the request may be sent again on a new connection.
-type staleError struct{ err error }
-
-func (e staleError) Error() string { return e.err.Error() }
-func (e staleError) Unwrap() error { return e.err }
-
-// errStaleConn matches a staleError with errors.Is.
-var errStaleConn = errors.New("stale connection")
-
-func (e staleError) Is(target error) bool { return target == errStaleConn }
-
-// unwrapStale is err without its staleError mark.
-func unwrapStale(err error) error {
-	if err == nil {
-		return nil
-	}
-	var s staleError
-	if errors.As(err, &s) {
-		return s.err
-	}
-	return err
-}
-
-// exchange writes req and reads the head of its answer. The answer's body
+// exchange writes req and reads the head of its answer; unanswered
+// reports a failure before any byte of the answer came (on a reused
+// connection: the upstream had closed it while idle). The answer's body
 // reads the rest from the connection and hands it back to the pool when it
 // is closed after its end. The request's context aborts the call at any
 // point: a pending read or write fails at once and the connection is
 // closed.
-func (c *directConn) exchange(req *http.Request) (*http.Response, error) {
+func (c *directConn) exchange(req *http.Request) (resp *http.Response, unanswered bool, err error) {
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, c.abort)
-	fail := func(err error, stale bool) (*http.Response, error) {
+	fail := func(err error, unanswered bool) (*http.Response, bool, error) {
 		stop()
 		c.nc.Close()
 		switch {
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case isTimeout(err):
-			return nil, errHeaderTimeout
-		case stale:
-			return nil, staleError{err}
+			return nil, false, errHeaderTimeout
 		}
-		return nil, err
+		return nil, unanswered, err
 	}
 	if c.t.headerTimeout > 0 {
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
 	}
-	err := req.Write(c.bw)
+	err = req.Write(c.bw)
 	if err == nil {
 		err = c.bw.Flush()
 	}
@@ -85,7 +61,7 @@ func (c *directConn) exchange(req *http.Request) (*http.Response, error) {
 	if _, err := c.br.Peek(1); err != nil {
 		return fail(err, true)
 	}
-	resp, err := http.ReadResponse(c.br, req)
+	resp, err = http.ReadResponse(c.br, req)
 	// Informational answers (103 Early Hints) precede the real one.
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 		resp, err = http.ReadResponse(c.br, req)
@@ -102,7 +78,7 @@ func (c *directConn) exchange(req *http.Request) (*http.Response, error) {
 	b := &directBody{c: c, body: resp.Body, stop: stop, keep: !resp.Close && !req.Close}
 	b.eof.Store(resp.Body == http.NoBody)
 	resp.Body = b
-	return resp, nil
+	return resp, false, nil
 }
 
 // abort fails the connection's pending and later reads and writes.

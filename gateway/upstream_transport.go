@@ -85,9 +85,9 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.exchange(req)
-	if err == nil || !c.reused || !errors.Is(err, errStaleConn) || req.GetBody == nil {
-		return resp, unwrapStale(err)
+	resp, unanswered, err := c.exchange(req)
+	if err == nil || !c.reused || !unanswered || req.GetBody == nil {
+		return resp, err
 	}
 	body, err := req.GetBody()
 	if err != nil {
@@ -98,8 +98,8 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c, err = t.get(req.Context(), addr, false); err != nil {
 		return nil, err
 	}
-	resp, err = c.exchange(&again)
-	return resp, unwrapStale(err)
+	resp, _, err = c.exchange(&again)
+	return resp, err
 }
 
 func (t *directTransport) proxied(req *http.Request) bool {
@@ -169,8 +169,9 @@ func (t *directTransport) remove(c *directConn) bool {
 	return false
 }
 
-// closeIdle closes every idle connection.
-func (t *directTransport) closeIdle() {
+// CloseIdleConnections closes every idle connection, next's too;
+// http.Client.CloseIdleConnections calls it.
+func (t *directTransport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle, t.nIdle = map[string][]*directConn{}, 0

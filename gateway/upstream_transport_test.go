@@ -25,7 +25,7 @@ func testDirectTransport(t *testing.T, headerTimeout, idleTimeout time.Duration)
 	next := http.DefaultTransport.(*http.Transport).Clone()
 	next.IdleConnTimeout = idleTimeout
 	tr := newDirectTransport(next, headerTimeout)
-	t.Cleanup(tr.closeIdle)
+	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
 
