@@ -23,50 +23,86 @@ type requestHead struct {
 	Stream    bool   `json:"stream"`
 }
 
+// messageCall is one admitted POST /v1/messages: who calls, for which
+// scope, with which reservation, and the call on its way upstream.
+type messageCall struct {
+	call
+	meter meter
+	p     llm.Principal
+	sc    *scope
+	res   *reservation
+	reqID string
+	start time.Time
+}
+
+// serveMessages admits a call, answers it and settles it. The three steps
+// are apart so that the relay, deep in net/http's writes, runs from a
+// shallow stack: the handler's goroutine keeps a stack size it does not
+// grow again on every call.
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+	mc := s.admitMessage(w, r)
+	if mc == nil {
+		return
+	}
+	status, answered := s.answerMessage(r.Context(), w, mc)
+	s.settleMessage(r.Context(), mc, status, answered)
+}
+
+// settleMessage finishes an answered or failed call with its metered usage.
+func (s *Server) settleMessage(ctx context.Context, mc *messageCall, status int, answered bool) {
+	var u llm.Usage
+	estimated := false
+	if answered {
+		u, estimated = mc.meter.final(len(mc.raw))
+	}
+	s.finish(ctx, mc.p, mc.sc, &mc.call, mc.res, mc.reqID, status, u, estimated, time.Since(mc.start))
+}
+
+// admitMessage authenticates, reads and checks a Messages request, and
+// reserves its tokens; it answers a refused call itself and returns nil.
+func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCall {
 	start := time.Now()
 	ctx := r.Context()
-	reqID := requestID(ctx)
 	p, ref := s.authorize(r)
 	if ref != nil {
 		anthropicForm.write(w, ref)
-		return
+		return nil
 	}
 	raw, ref := s.readBody(w, r)
 	if ref != nil {
 		anthropicForm.write(w, ref)
-		return
+		return nil
 	}
 	head, ok := decodeRequestHead(raw)
 	if !ok { // encoding/json's verdict and error text, as callers have had them
 		head = requestHead{}
 		if err := json.Unmarshal(raw, &head); err != nil {
 			writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "body: "+err.Error())
-			return
+			return nil
 		}
 	}
 	if err := validateModel(head.Model); err != nil {
 		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, err.Error())
-		return
+		return nil
 	}
 	if head.MaxTokens < 1 {
 		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "max_tokens: must be at least 1")
-		return
+		return nil
 	}
 	sc, ref := s.scopeOf(ctx, p)
 	if ref != nil {
 		anthropicForm.write(w, ref)
-		return
+		return nil
 	}
 	cred, ref := s.chooseCredential(ctx, sc, head.Model)
 	if ref != nil {
 		anthropicForm.write(w, ref)
-		return
+		return nil
 	}
 	if ref := s.checkUpstream(ctx, sc, cred); ref != nil {
 		anthropicForm.write(w, ref)
 		s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, ref.status, llm.Usage{})
-		return
+		return nil
 	}
 	res, ref := s.reserve(ctx, sc, int64(estimateTokens(len(raw))+head.MaxTokens))
 	if ref != nil {
@@ -74,55 +110,51 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		if ref.status != http.StatusServiceUnavailable {
 			s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, ref.status, llm.Usage{})
 		}
-		return
+		return nil
 	}
+	return &messageCall{
+		call: call{raw: raw, header: r.Header, model: head.Model, stream: head.Stream,
+			provider: cred.provider, baseURL: cred.baseURL, apiKey: cred.apiKey},
+		p: p, sc: sc, res: res, reqID: requestID(ctx), start: start,
+	}
+}
 
-	c := &call{raw: raw, header: r.Header, model: head.Model, stream: head.Stream,
-		provider: cred.provider, baseURL: cred.baseURL, apiKey: cred.apiKey}
-	m := &meter{}
-	answered := false
-	status := http.StatusOK
-	ans, err := s.send(ctx, s.providers[cred.provider], c)
+// answerMessage sends an admitted call upstream and answers the caller:
+// the status recorded and whether an answer came to meter.
+func (s *Server) answerMessage(ctx context.Context, w http.ResponseWriter, mc *messageCall) (status int, answered bool) {
+	ans, err := s.send(ctx, s.providers[mc.provider], &mc.call)
 	switch {
 	case err != nil:
 		var ge *gatewayError
 		switch {
 		case ctx.Err() != nil:
-			status = statusClientClosed
+			return statusClientClosed, false
 		case errors.As(err, &ge):
-			status = ge.status
 			writeError(w, ge.status, ge.typ, ge.Error())
+			return ge.status, false
 		default:
-			status = http.StatusBadGateway
-			writeError(w, status, llm.ErrAPI, "gateway: "+err.Error())
+			writeError(w, http.StatusBadGateway, llm.ErrAPI, "gateway: "+err.Error())
+			return http.StatusBadGateway, false
 		}
 	case ans.status != 0:
-		status = ans.status
 		if ans.retryAfter != "" {
 			w.Header().Set("Retry-After", ans.retryAfter)
 		}
 		writeErrorBody(w, ans.status, ans.errBody)
+		return ans.status, false
 	case ans.src != nil:
-		answered = true
 		// Without limits to settle in Redis the call ends at once after the
 		// relay: its last events may go out with the end of the answer.
-		status = s.relay(ctx, w, c.provider, ans, m, res == nil || len(res.keys) == 0)
+		return s.relay(ctx, w, mc.provider, ans, &mc.meter, mc.res == nil || len(mc.res.keys) == 0), true
 	default:
-		answered = true
-		m.observeMessage(ans.body)
+		mc.meter.observeMessage(ans.body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		if _, err := w.Write(ans.body); err != nil {
-			status = statusClientClosed
+			return statusClientClosed, true
 		}
+		return http.StatusOK, true
 	}
-
-	var u llm.Usage
-	estimated := false
-	if answered {
-		u, estimated = m.final(len(raw))
-	}
-	s.finish(ctx, p, sc, c, res, reqID, status, u, estimated, time.Since(start))
 }
 
 // finish settles the reservation, counts the call and queues its usage row.
