@@ -92,14 +92,20 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 }
 
 // observeRaw meters an undecoded event: only those that can carry usage,
-// a stop reason or an error are decoded (message_start and message_delta,
-// one or two per call, by decodeMeterEvent); a content_block_delta counts
-// the characters of its text for the estimate.
+// a stop reason or an error are read (message_start and message_delta,
+// one or two per call, by scanMeterEvent, or decodeMeterEvent where the
+// scan leaves one to a decoder); a content_block_delta counts the
+// characters of its text for the estimate.
 func (m *meter) observeRaw(ev sse.Raw) {
 	switch ev.Name {
 	case "content_block_delta":
 		m.outChars += deltaChars(ev.Data())
 	case "message_start", "message_delta":
+		var s scannedEvent
+		if scanMeterEvent(ev.Data(), &s) {
+			m.observeScanned(&s)
+			return
+		}
 		var e meterEvent
 		if decodeMeterEvent(ev.Data(), &e) {
 			m.observeDecoded(&e)
