@@ -42,17 +42,16 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	return m, nil
 }
 
-// instrument counts and times every request next serves, labelled with the
-// pattern of mux that routes it.
-func (m *httpMetrics) instrument(mux *http.ServeMux, next http.HandlerFunc) http.Handler {
+// instrument counts and times every request serve answers, labelled with
+// the route serve returns: the pattern of the mux that routed it.
+func (m *httpMetrics) instrument(serve func(w http.ResponseWriter, r *http.Request) (route string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		_, route := mux.Handler(r)
+		rec := &statusRecorder{ResponseWriter: w}
+		route := serve(rec, r)
 		if route == "" || route == "/" {
 			route = httpmetrics.Unmatched
 		}
-		rec := &statusRecorder{ResponseWriter: w}
-		next(rec, r)
 		status := rec.status
 		if status == 0 {
 			status = http.StatusOK

@@ -150,12 +150,14 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, http.StatusNotFound, llm.ErrNotFound, "no route "+r.Method+" "+r.URL.Path+"; the gateway serves "+
 			"POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models, GET /v1/models/{model_id} and POST /v1/embeddings")
 	})
-	return s.metrics.http.instrument(mux, func(w http.ResponseWriter, r *http.Request) {
+	return s.metrics.http.instrument(func(w http.ResponseWriter, r *http.Request) string {
 		id := newRequestID()
 		v := []string{id} // both headers share it, in canonical form
 		h := w.Header()
 		h["Request-Id"], h["X-Ballet-Request-Id"] = v, v
-		mux.ServeHTTP(w, r.WithContext(context.WithValue(withCallerRequestID(r), requestIDKey{}, id)))
+		r = r.WithContext(context.WithValue(withCallerRequestID(r), requestIDKey{}, id))
+		mux.ServeHTTP(w, r)
+		return r.Pattern // set by mux as it routed r
 	})
 }
 
