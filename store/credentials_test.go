@@ -11,7 +11,7 @@ import (
 )
 
 // llmTenant inserts an organization with one project and returns their ids.
-func llmTenant(t *testing.T, db *store.DB) (orgID, projectID string) {
+func llmTenant(t testing.TB, db *store.DB) (orgID, projectID string) {
 	t.Helper()
 	ctx := context.Background()
 	b := make([]byte, 4)

@@ -35,60 +35,6 @@ type Usage struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-// InsertUsage writes a batch of usage rows in one statement and returns how
-// many were new. Rows whose request_id is already stored are skipped, and so
-// are rows of an organization or project deleted since the call: a batch
-// never fails because of one stale row.
-func (db *DB) InsertUsage(ctx context.Context, rows []Usage) (int64, error) {
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	n := len(rows)
-	var (
-		reqIDs, orgs, projects, sessions = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		callers, actingFor, providers    = make([]string, n), make([]string, n), make([]string, n)
-		models                           = make([]string, n)
-		statuses, durations              = make([]int32, n), make([]int32, n)
-		in, out, cr, cw                  = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		estimated                        = make([]bool, n)
-		created                          = make([]time.Time, n)
-	)
-	now := time.Now()
-	for i, r := range rows {
-		reqIDs[i], orgs[i], projects[i], sessions[i] = r.RequestID, r.OrganizationID, r.ProjectID, r.SessionID
-		callers[i], actingFor[i], providers[i], models[i] = r.Caller, r.ActingFor, r.Provider, r.Model
-		statuses[i], durations[i] = int32(r.Status), int32(r.DurationMS)
-		in[i], out[i], cr[i], cw[i] = r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens
-		estimated[i] = r.Estimated
-		created[i] = r.CreatedAt
-		if created[i].IsZero() {
-			created[i] = now
-		}
-	}
-	tag, err := db.pool.Exec(ctx, `
-INSERT INTO usage (request_id, organization_id, project_id, session_id, caller, acting_for,
-                   provider, model, status, input_tokens, output_tokens, cache_read_tokens,
-                   cache_write_tokens, estimated, duration_ms, created_at)
-SELECT u.request_id, u.org::uuid, NULLIF(u.project, '')::uuid, NULLIF(u.session, '')::uuid,
-       u.caller, NULLIF(u.acting_for, ''), u.provider, u.model, u.status,
-       GREATEST(u.input, 0), GREATEST(u.output, 0), GREATEST(u.cache_read, 0), GREATEST(u.cache_write, 0),
-       u.estimated, u.duration, u.created
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-            $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
-            $14::bool[], $15::int[], $16::timestamptz[])
-     AS u(request_id, org, project, session, caller, acting_for, provider, model, status,
-          input, output, cache_read, cache_write, estimated, duration, created)
-WHERE EXISTS (SELECT 1 FROM organizations o WHERE o.id = u.org::uuid)
-  AND (u.project = '' OR EXISTS (SELECT 1 FROM projects p WHERE p.id = NULLIF(u.project, '')::uuid))
-ON CONFLICT (request_id) DO NOTHING`,
-		reqIDs, orgs, projects, sessions, callers, actingFor, providers, models, statuses,
-		in, out, cr, cw, estimated, durations, created)
-	if err != nil {
-		return 0, fmt.Errorf("store: insert usage: %w", err)
-	}
-	return tag.RowsAffected(), nil
-}
-
 // UsageGroup is how a usage report is grouped.
 type UsageGroup string
 
