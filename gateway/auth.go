@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,18 +122,39 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *refu
 	return raw, nil
 }
 
-// readAllSized is io.ReadAll into a buffer sized to the declared length
-// (a request's Content-Length, -1 when unknown) when it is at most limit:
-// one allocation instead of ReadAll's doubling from 512 bytes. A body of
-// another length still reads whole.
+// readAllSized is io.ReadAll into a buffer of the declared length (a
+// request's Content-Length, -1 when unknown) when it is at most limit: one
+// allocation of the body's size instead of ReadAll's doubling from 512
+// bytes. A body of another length still reads whole, and the read goes on
+// to the body's end (net/http watches for the caller leaving from there).
 func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
 	if declared <= 0 || declared > limit {
 		return io.ReadAll(r)
 	}
-	var buf bytes.Buffer
-	buf.Grow(int(declared) + bytes.MinRead) // ReadFrom keeps MinRead free for each read
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
+	buf := make([]byte, declared)
+	for n := 0; n < len(buf); {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF { // a reader ends with io.EOF itself, never wrapped
+			return buf[:n], nil // shorter than declared
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	var one [1]byte
+	for {
+		n, err := r.Read(one[:])
+		switch {
+		case n > 0: // longer than declared
+			rest, err := io.ReadAll(r)
+			return append(append(buf, one[0]), rest...), err
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
 }
 
 // scopeOf resolves the scope of a principal: its project, or its

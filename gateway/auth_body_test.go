@@ -41,3 +41,26 @@ func TestReadAllSized(t *testing.T) {
 		})
 	}
 }
+
+// cutReader yields its text, then the error a connection cut short gives.
+type cutReader struct{ r io.Reader }
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// TestReadAllSizedRefusesABodyCutShort: a body that breaks off before its
+// declared length is an error, not a shorter body.
+func TestReadAllSizedRefusesABodyCutShort(t *testing.T) {
+	t.Parallel()
+	for _, declared := range []int64{10, 3000} {
+		got, err := readAllSized(&cutReader{strings.NewReader("0123456789")}, declared, 10000)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("declared %d: read %q, %v; want io.ErrUnexpectedEOF", declared, got, err)
+		}
+	}
+}
