@@ -20,9 +20,10 @@ type directConn struct {
 	bw     *bufio.Writer
 	reused bool // it answered a call before this one
 
-	// Guarded by t.mu while the connection is idle.
-	idleAt    time.Time
-	idleTimer *time.Timer
+	// Guarded by t.mu.
+	idleAt    time.Time   // when it last went back to the pool
+	idleTimer *time.Timer // runs expire
+	armed     bool        // idleTimer will fire
 }
 
 // exchange writes req and reads the head of its answer; unanswered
@@ -88,8 +89,15 @@ func (c *directConn) abort() { _ = c.nc.SetDeadline(longAgo) }
 func (c *directConn) expire() {
 	t := c.t
 	t.mu.Lock()
-	if time.Since(c.idleAt) < t.idleTimeout || !t.remove(c) {
-		t.mu.Unlock() // taken again meanwhile, or a later idle spell has its own timer
+	c.armed = false
+	if left := t.idleTimeout - time.Since(c.idleAt); left > 0 {
+		c.idleTimer.Reset(left) // used since it was armed: wait out the idle spell
+		c.armed = true
+		t.mu.Unlock()
+		return
+	}
+	if !t.remove(c) {
+		t.mu.Unlock() // in use: its return to the pool arms the timer again
 		return
 	}
 	t.mu.Unlock()

@@ -145,12 +145,17 @@ func (t *directTransport) put(c *directConn) {
 	t.idle[c.addr] = append(t.idle[c.addr], c)
 	t.nIdle++
 	c.idleAt = time.Now()
+	// One timer a connection, armed once an idle timeout rather than reset
+	// at every return to the pool: expire waits out the rest of an idle
+	// spell that began since it was armed.
 	switch {
-	case t.idleTimeout <= 0:
+	case t.idleTimeout <= 0 || c.armed:
 	case c.idleTimer == nil:
 		c.idleTimer = time.AfterFunc(t.idleTimeout, c.expire)
+		c.armed = true
 	default:
 		c.idleTimer.Reset(t.idleTimeout)
+		c.armed = true
 	}
 	t.mu.Unlock()
 }
