@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // UpstreamRule says which endpoints a credential's base_url may name, for
@@ -21,7 +23,15 @@ var ErrUpstreamNotAllowed = errors.New("not an allowed upstream")
 // sends a credential's key only to a base_url it allows.
 type Upstreams struct {
 	entries []endpoint
+
+	// checked keeps Check's answer for each base_url seen (a credential's
+	// is checked on every call), up to maxChecked of them.
+	checked  sync.Map // string → error (nil: allowed)
+	nChecked atomic.Int64
 }
+
+// maxChecked bounds the base URLs whose Check answers are kept.
+const maxChecked = 1024
 
 // endpoint is one allowed scheme, host and port, with a path prefix ("" for
 // any path).
@@ -109,8 +119,22 @@ func endpointOf(u *url.URL) (endpoint, error) {
 // Check returns nil when base names an allowed endpoint, else an error
 // wrapping ErrUpstreamNotAllowed that says why.
 func (u *Upstreams) Check(base string) error {
+	if u == nil {
+		ep, err := parseEndpoint(base)
+		return u.check(ep, err)
+	}
+	if err, ok := u.checked.Load(base); ok {
+		err, _ := err.(error)
+		return err
+	}
 	ep, err := parseEndpoint(base)
-	return u.check(ep, err)
+	err = u.check(ep, err)
+	if u.nChecked.Add(1) > maxChecked {
+		u.checked.Clear()
+		u.nChecked.Store(1)
+	}
+	u.checked.Store(base, err)
+	return err
 }
 
 // CheckURL is Check of a URL parsed already: a request's.
@@ -144,6 +168,8 @@ func (u *Upstreams) allow(base string) error {
 		return err
 	}
 	u.entries = append(u.entries, ep)
+	u.checked.Clear()
+	u.nChecked.Store(0)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,38 @@ func TestDefaultUpstreamsAreTheOfficialHosts(t *testing.T) {
 	}
 	if err := u.Check("http://ollama.lan:11434/v1"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUpstreamsCheckAnswersStayRightWhenKept: Check's kept answers follow
+// the allow list as it grows, and stay right past the most it keeps.
+func TestUpstreamsCheckAnswersStayRightWhenKept(t *testing.T) {
+	t.Parallel()
+	u, err := NewUpstreams("http://10.0.0.5:11434/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := u.Check("http://10.0.0.6:80"); !errors.Is(err, ErrUpstreamNotAllowed) {
+			t.Fatalf("unlisted: %v", err)
+		}
+	}
+	if err := u.allow("http://10.0.0.6:80"); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Check("http://10.0.0.6:80"); err != nil {
+		t.Fatalf("after allow: %v", err)
+	}
+	for i := range maxChecked + 10 {
+		allowed := i%2 == 0
+		base := fmt.Sprintf("http://10.0.0.5:11434/v1/p%d", i)
+		if !allowed {
+			base = fmt.Sprintf("http://10.0.0.5:11435/v1/p%d", i)
+		}
+		for range 2 {
+			if err := u.Check(base); (err == nil) != allowed {
+				t.Fatalf("%s: %v, want allowed %v", base, err, allowed)
+			}
+		}
 	}
 }
