@@ -24,13 +24,16 @@ type usageSink interface {
 type usageWriter struct {
 	sink     usageSink
 	log      *slog.Logger
-	batch    int
+	size     int // the most rows a batch writes
 	capacity int
 	interval time.Duration
 	m        *metrics
 
 	mu  sync.Mutex
 	buf []store.Usage
+
+	flushMu sync.Mutex    // one flush at a time
+	batch   []store.Usage // the rows of the flush under way, kept for the next
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -49,7 +52,7 @@ func usageBackoff(interval time.Duration) retry.Backoff {
 }
 
 func newUsageWriter(sink usageSink, log *slog.Logger, batch, capacity int, interval time.Duration) *usageWriter {
-	return &usageWriter{sink: sink, log: log, batch: batch, capacity: capacity, interval: interval,
+	return &usageWriter{sink: sink, log: log, size: batch, capacity: capacity, interval: interval,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -71,7 +74,7 @@ func (w *usageWriter) add(u store.Usage) {
 		}
 	}
 	w.buf = append(w.buf, u)
-	full := len(w.buf) >= w.batch
+	full := len(w.buf) >= w.size
 	w.mu.Unlock()
 	if full {
 		select {
@@ -125,10 +128,13 @@ func (w *usageWriter) run(ctx context.Context) {
 // flush writes batches until the buffer is empty or a write fails; rows of
 // a failed batch stay at the front of the buffer.
 func (w *usageWriter) flush(ctx context.Context) error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
 	for {
 		w.mu.Lock()
-		n := min(len(w.buf), w.batch)
-		batch := append([]store.Usage(nil), w.buf[:n]...)
+		n := min(len(w.buf), w.size)
+		batch := append(w.batch[:0], w.buf[:n]...)
+		w.batch = batch
 		w.mu.Unlock()
 		if n == 0 {
 			return nil

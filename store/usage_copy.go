@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,9 +51,8 @@ func (db *DB) InsertUsage(ctx context.Context, rows []Usage) (int64, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	buf := usageCopyBufs.Get().(*bytes.Buffer)
-	defer usageCopyBufs.Put(buf)
-	buf.Reset()
+	buf := getUsageCopyBuf()
+	defer putUsageCopyBuf(buf)
 	now := time.Now()
 	for i := range rows {
 		appendUsageCopyRow(buf, i, &rows[i], now)
@@ -77,8 +75,33 @@ func (db *DB) InsertUsage(ctx context.Context, rows []Usage) (int64, error) {
 	return n, nil
 }
 
-// usageCopyBufs keep the COPY text of batches for the next ones.
-var usageCopyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// usageCopyBufs keep the COPY text buffers of batches for the next ones: a
+// free list rather than a sync.Pool, which drops them at every other GC
+// when batches are further apart.
+var usageCopyBufs = make(chan *bytes.Buffer, 4)
+
+// maxKeptUsageCopyBuf bounds a buffer kept for the next batch.
+const maxKeptUsageCopyBuf = 4 << 20
+
+func getUsageCopyBuf() *bytes.Buffer {
+	select {
+	case b := <-usageCopyBufs:
+		b.Reset()
+		return b
+	default:
+		return new(bytes.Buffer)
+	}
+}
+
+func putUsageCopyBuf(b *bytes.Buffer) {
+	if b.Cap() > maxKeptUsageCopyBuf {
+		return
+	}
+	select {
+	case usageCopyBufs <- b:
+	default:
+	}
+}
 
 // appendUsageCopyRow appends u as a line of COPY's text format, as the
 // ord-th row; a zero CreatedAt is now. Status and duration are 32-bit
