@@ -47,8 +47,49 @@ func (m *meter) observeDecoded(e *meterEvent) {
 // json.Unmarshal would fail; the caller then asks encoding/json for its
 // error text.
 func decodeRequestHead(raw []byte) (head requestHead, ok bool) {
+	if scanRequestHead(raw, &head) {
+		return head, true
+	}
+	head = requestHead{}
 	if jsonv2.Unmarshal(raw, &head, encodingJSON) != nil {
 		return requestHead{}, false
 	}
 	return head, true
+}
+
+// requestHeadNames are the members scanRequestHead reads.
+var requestHeadNames = []string{"model", "max_tokens", "stream"}
+
+// scanRequestHead reads model, max_tokens and stream in one pass over a
+// request body, validating the rest, where the body is of the everyday
+// shape (names as the API writes them, a plain model string, an integer
+// max_tokens, a true or false stream); it returns false for anything else,
+// and decodeRequestHead decodes the body instead.
+func scanRequestHead(raw []byte, head *requestHead) bool {
+	s := scanner{data: raw}
+	s.space()
+	if !s.object(func(name int) bool {
+		switch name {
+		case 0:
+			return s.plainString(&head.Model)
+		case 1:
+			n, ok := s.integer()
+			head.MaxTokens = int(n)
+			return ok && int64(head.MaxTokens) == n
+		default:
+			switch {
+			case s.literal("true"):
+				head.Stream = true
+			case s.literal("false"):
+				head.Stream = false
+			default:
+				return false
+			}
+			return true
+		}
+	}, requestHeadNames) {
+		return false
+	}
+	s.space()
+	return s.i == len(raw)
 }
