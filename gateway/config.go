@@ -65,7 +65,7 @@ type Config struct {
 	CacheTTL time.Duration `toml:"cache_ttl"`
 	// RedisPrefix prefixes every rate-limit key in Redis.
 	RedisPrefix string `toml:"redis_prefix"`
-	// UsageBatchSize is the most usage rows written in one statement.
+	// UsageBatchSize is the most usage rows written in one batch.
 	UsageBatchSize int `toml:"usage_batch_size"`
 	// UsageFlushInterval is how often buffered usage rows are written.
 	UsageFlushInterval time.Duration `toml:"usage_flush_interval"`
