@@ -38,6 +38,17 @@ func (s *scanner) consume(c byte) bool {
 	return false
 }
 
+// document reads data whole as one object (object's member and names),
+// with nothing but space around it.
+func (s *scanner) document(member func(name int) bool, names []string) bool {
+	s.space()
+	if !s.object(member, names) {
+		return false
+	}
+	s.space()
+	return s.i == len(s.data)
+}
+
 // object reads an object, calling member for each member whose name is
 // one of names (by its index, the value not yet read) and skipping the
 // others. A name that json.Unmarshal would match to one of names without
@@ -102,7 +113,7 @@ func matchName(name []byte, names []string) int {
 		}
 	}
 	for _, n := range names {
-		if len(name) >= len(n)-3 && looseEqual(name, n) {
+		if looseEqual(name, n) {
 			return nameUnsure
 		}
 	}
@@ -189,7 +200,7 @@ func (s *scanner) skipValue() bool {
 	case c == '"':
 		return s.skipString()
 	case c == '{':
-		return s.nested(func() bool { return s.object(func(int) bool { return false }, nil) })
+		return s.nested(s.skipObject)
 	case c == '[':
 		return s.nested(s.array)
 	case c == 't':
@@ -212,6 +223,9 @@ func (s *scanner) nested(skip func() bool) bool {
 	s.depth--
 	return ok
 }
+
+// skipObject steps over an object: with no names, object calls no member.
+func (s *scanner) skipObject() bool { return s.object(nil, nil) }
 
 func (s *scanner) array() bool {
 	if !s.consume('[') {

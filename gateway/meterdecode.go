@@ -67,8 +67,7 @@ var requestHeadNames = []string{"model", "max_tokens", "stream"}
 // and decodeRequestHead decodes the body instead.
 func scanRequestHead(raw []byte, head *requestHead) bool {
 	s := scanner{data: raw}
-	s.space()
-	if !s.object(func(name int) bool {
+	return s.document(func(name int) bool {
 		switch name {
 		case 0:
 			return s.plainString(&head.Model)
@@ -87,9 +86,5 @@ func scanRequestHead(raw []byte, head *requestHead) bool {
 			}
 			return true
 		}
-	}, requestHeadNames) {
-		return false
-	}
-	s.space()
-	return s.i == len(raw)
+	}, requestHeadNames)
 }

@@ -34,8 +34,7 @@ var (
 // It returns false for anything else, and the caller decodes the event.
 func scanMeterEvent(data []byte, e *scannedEvent) bool {
 	s := scanner{data: data}
-	s.space()
-	if !s.object(func(name int) bool {
+	return s.document(func(name int) bool {
 		switch name {
 		case 0:
 			return s.plainString(&e.typ)
@@ -56,11 +55,7 @@ func scanMeterEvent(data []byte, e *scannedEvent) bool {
 			}, deltaNames)
 		}
 		return false // an error member: decode the event
-	}, eventNames) {
-		return false
-	}
-	s.space()
-	return s.i == len(data) && (e.typ == "message_start" || e.typ == "message_delta")
+	}, eventNames) && (e.typ == "message_start" || e.typ == "message_delta")
 }
 
 // observeScanned is what observeDecoded does with the same event decoded.

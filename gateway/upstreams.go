@@ -8,7 +8,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // UpstreamRule says which endpoints a credential's base_url may name, for
@@ -25,9 +24,9 @@ type Upstreams struct {
 	entries []endpoint
 
 	// checked keeps Check's answer for each base_url seen (a credential's
-	// is checked on every call), up to maxChecked of them.
-	checked  sync.Map // string → error (nil: allowed)
-	nChecked atomic.Int64
+	// is checked on every call); it starts over past maxChecked of them.
+	mu      sync.Mutex
+	checked map[string]error // nil: allowed
 }
 
 // maxChecked bounds the base URLs whose Check answers are kept.
@@ -120,27 +119,24 @@ func endpointOf(u *url.URL) (endpoint, error) {
 // wrapping ErrUpstreamNotAllowed that says why.
 func (u *Upstreams) Check(base string) error {
 	if u == nil {
-		ep, err := parseEndpoint(base)
-		return u.check(ep, err)
+		return u.check(parseEndpoint(base))
 	}
-	if err, ok := u.checked.Load(base); ok {
-		err, _ := err.(error)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err, ok := u.checked[base]; ok {
 		return err
 	}
-	ep, err := parseEndpoint(base)
-	err = u.check(ep, err)
-	if u.nChecked.Add(1) > maxChecked {
-		u.checked.Clear()
-		u.nChecked.Store(1)
+	err := u.check(parseEndpoint(base))
+	if u.checked == nil || len(u.checked) >= maxChecked {
+		u.checked = make(map[string]error)
 	}
-	u.checked.Store(base, err)
+	u.checked[base] = err
 	return err
 }
 
 // CheckURL is Check of a URL parsed already: a request's.
 func (u *Upstreams) CheckURL(target *url.URL) error {
-	ep, err := endpointOf(target)
-	return u.check(ep, err)
+	return u.check(endpointOf(target))
 }
 
 func (u *Upstreams) check(ep endpoint, err error) error {
@@ -167,9 +163,10 @@ func (u *Upstreams) allow(base string) error {
 	if err != nil {
 		return err
 	}
+	u.mu.Lock()
 	u.entries = append(u.entries, ep)
-	u.checked.Clear()
-	u.nChecked.Store(0)
+	u.checked = nil
+	u.mu.Unlock()
 	return nil
 }
 
