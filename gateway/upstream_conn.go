@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 )
 
@@ -18,7 +16,8 @@ type directConn struct {
 	nc     net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	reused bool // it answered a call before this one
+	reused bool   // it answered a call before this one
+	head   []byte // the last answer's head, read again into the same bytes
 
 	// Guarded by t.mu.
 	idleAt    time.Time   // when it last went back to the pool
@@ -50,7 +49,7 @@ func (c *directConn) exchange(req *http.Request) (resp *http.Response, unanswere
 	if c.t.headerTimeout > 0 {
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
 	}
-	err = req.Write(c.bw)
+	err = writeRequest(c.bw, req)
 	if err == nil {
 		err = c.bw.Flush()
 	}
@@ -62,11 +61,7 @@ func (c *directConn) exchange(req *http.Request) (resp *http.Response, unanswere
 	if _, err := c.br.Peek(1); err != nil {
 		return fail(err, true)
 	}
-	resp, err = http.ReadResponse(c.br, req)
-	// Informational answers (103 Early Hints) precede the real one.
-	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-		resp, err = http.ReadResponse(c.br, req)
-	}
+	resp, framing, err := readResponse(c.br, req, &c.head)
 	if err != nil {
 		return fail(err, false)
 	}
@@ -76,8 +71,7 @@ func (c *directConn) exchange(req *http.Request) (resp *http.Response, unanswere
 			c.abort()
 		}
 	}
-	b := &directBody{c: c, body: resp.Body, stop: stop, keep: !resp.Close && !req.Close}
-	b.eof.Store(resp.Body == http.NoBody)
+	b := newDirectBody(c, framing, stop, !resp.Close && !req.Close)
 	resp.Body = b
 	return resp, false, nil
 }
@@ -107,40 +101,4 @@ func (c *directConn) expire() {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// directBody is the body of an answer on a directConn. Close may be
-// called while a Read waits (drainBody does): it ends that Read.
-type directBody struct {
-	c      *directConn
-	body   io.ReadCloser // net/http's reader of the framing (length or chunks)
-	stop   func() bool   // ends the watch on the request's context
-	keep   bool          // neither side asked to close the connection
-	eof    atomic.Bool
-	closed atomic.Bool
-}
-
-func (b *directBody) Read(p []byte) (int, error) {
-	if b.closed.Load() {
-		return 0, errReadOnClosedBody
-	}
-	n, err := b.body.Read(p)
-	if errors.Is(err, io.EOF) {
-		b.eof.Store(true)
-	}
-	return n, err
-}
-
-// Close hands the connection back to the pool when the whole body was
-// read and the call was not cancelled; otherwise it closes it, since
-// unread bytes of this answer would be taken for the next one's.
-func (b *directBody) Close() error {
-	if !b.closed.CompareAndSwap(false, true) {
-		return nil
-	}
-	if b.stop() && b.eof.Load() && b.keep {
-		b.c.t.put(b.c)
-		return nil
-	}
-	return b.c.nc.Close()
 }

@@ -14,8 +14,8 @@ import (
 
 // directTransport sends a call to a cleartext http:// upstream on the
 // caller's own goroutine: it writes the request and reads the response
-// head with net/http's framing (Request.Write, ReadResponse) on a pooled
-// keep-alive connection, and the relay reads the body on that goroutine
+// head (upstream_http1.go, into net/http's types) on a pooled keep-alive
+// connection, and the relay reads the body on that goroutine
 // too. net/http's Transport hands each request to a write goroutine and
 // its response over from a read goroutine per connection, which at 200
 // concurrent streams costs more than the rest of the relay (see
@@ -76,6 +76,9 @@ func newDirectTransport(next *http.Transport, headerTimeout time.Duration) *dire
 func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" || t.proxied(req) {
 		return t.next.RoundTrip(req)
+	}
+	if err := checkRequest(req); err != nil {
+		return nil, err
 	}
 	addr := req.URL.Host
 	if req.URL.Port() == "" {
