@@ -98,6 +98,7 @@ func TestDirectTransportRefusesMalformedAnswers(t *testing.T) {
 		{"signed length", "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok", "bad Content-Length"},
 		{"gzip transfer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "unsupported transfer encoding"},
 		{"cut short", "HTTP/1.1 200 OK\r\nContent-Le", "unexpected EOF"},
+		{"head over 1 MiB", "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("x", 1<<20) + "\r\n\r\n", "head larger than"},
 		{"too many 1xx", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 6), "too many 1xx"},
 	}
 	for _, tt := range tests {
