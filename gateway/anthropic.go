@@ -98,7 +98,7 @@ func (a *anthropicEvents) next() (sse.Raw, error) {
 			continue
 		}
 		a.started = true
-		if !json.Valid(data) {
+		if !validJSON(data) {
 			return ev, fmt.Errorf("%w: first event %q is not JSON", errMalformed, ev.Name)
 		}
 		return ev, nil

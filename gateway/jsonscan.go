@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 )
 
@@ -189,6 +190,20 @@ func intern(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// validJSON is json.Valid(data): the scanner reads the everyday shapes
+// and json.Valid what it leaves.
+func validJSON(data []byte) bool {
+	s := scanner{data: data}
+	s.space()
+	if s.skipValue() {
+		s.space()
+		if s.i == len(s.data) {
+			return true
+		}
+	}
+	return json.Valid(data)
 }
 
 // skipValue steps over one valid JSON value.

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,26 +61,37 @@ func (m *upstreamMetrics) done(provider string, start time.Time) {
 // whichever comes first.
 type timedSource struct {
 	eventSource
-	once sync.Once
-	end  func()
+	m        *upstreamMetrics
+	provider string
+	start    time.Time
+	observed bool // the duration is observed
 }
 
 func (m *upstreamMetrics) timed(src eventSource, provider string, start time.Time) eventSource {
 	if m == nil {
 		return src
 	}
-	return &timedSource{eventSource: src, end: func() { m.done(provider, start) }}
+	return &timedSource{eventSource: src, m: m, provider: provider, start: start}
+}
+
+// end observes the duration once; the relay's goroutine alone reads and
+// closes a source.
+func (t *timedSource) end() {
+	if !t.observed {
+		t.observed = true
+		t.m.done(t.provider, t.start)
+	}
 }
 
 func (t *timedSource) next() (sse.Raw, error) {
 	ev, err := t.eventSource.next()
 	if err != nil {
-		t.once.Do(t.end)
+		t.end()
 	}
 	return ev, err
 }
 
 func (t *timedSource) close() {
-	t.once.Do(t.end)
+	t.end()
 	t.eventSource.close()
 }

@@ -33,9 +33,10 @@ import (
 func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider string, ans *answer, m *meter, endsAtOnce bool) int {
 	defer ans.src.close()
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	// Shared values, never modified: WriteHeader copies the header.
+	h["Content-Type"] = eventStreamType
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = noBuffering
 	h["Date"] = httpDate(time.Now()) // what net/http would set, formatted once a second
 	w.WriteHeader(http.StatusOK)
 	out := sse.NewWriter(w)
@@ -90,6 +91,13 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 	}
 	return http.StatusOK
 }
+
+// The stream's header values (never modified).
+var (
+	eventStreamType = []string{"text/event-stream"}
+	noCache         = []string{"no-cache"}
+	noBuffering     = []string{"no"}
+)
 
 // observeRaw meters an undecoded event: only those that can carry usage,
 // a stop reason or an error are read (message_start and message_delta,

@@ -229,9 +229,9 @@ func newRequestID() string {
 	const prefix = "gwreq_"
 	var b [12]byte
 	rand.Read(b[:])
-	id := make([]byte, len(prefix)+hex.EncodedLen(len(b)))
-	hex.Encode(id[copy(id, prefix):], b[:])
-	return string(id)
+	var id [len(prefix) + 2*len(b)]byte
+	hex.Encode(id[copy(id[:], prefix):], b[:])
+	return string(id[:])
 }
 
 // writeError answers an error in the Anthropic form.
