@@ -210,7 +210,7 @@ func readResponseHead(br *bufio.Reader, head *[]byte) (*http.Response, error) {
 		if !ok || !httpguts.ValidHeaderFieldName(k) {
 			return nil, fmt.Errorf("malformed HTTP response header %q", line)
 		}
-		v = textproto.TrimString(v)
+		v = strings.Trim(v, " \t") // as textproto: a CR is not space but a control character
 		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil, fmt.Errorf("malformed HTTP response header value for %q", k)
 		}

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +130,81 @@ func TestDirectTransportRefusesAHeaderItCannotSend(t *testing.T) {
 	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), `invalid header field value for "X-Api-Key"`) || strings.Contains(err.Error(), "sk-1") {
 		t.Fatalf("error %v, want the field refused without its value", err)
 	}
+}
+
+// TestDirectTransportRefusesMalformedBodies: a body that breaks its own
+// framing fails the read that reaches the break, after the bytes before it.
+func TestDirectTransportRefusesMalformedBodies(t *testing.T) {
+	t.Parallel()
+	const head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	tests := []struct{ name, answer, want string }{
+		{"trailer over 16 KiB", head + "2\r\nok\r\n0\r\nX-Big: " + strings.Repeat("x", 16<<10) + "\r\n\r\n", "trailer larger than 16 KiB"},
+		{"bad chunk size", head + "2\r\nok\r\nzz\r\n", "invalid byte in chunk length"},
+		{"cut short", head + "2\r\nok\r\n5\r\nab", "unexpected EOF"},
+		{"length cut short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok", "unexpected EOF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url := rawServer(t, tt.answer, true)
+			tr := testDirectTransport(t, time.Minute, time.Minute)
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url+"/v1/messages", strings.NewReader("{}"))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("head refused: %v", err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("read %q, error %v, want it to say %q", body, err, tt.want)
+			}
+			if !strings.HasPrefix(string(body), "ok") {
+				t.Fatalf("read %q before the error, want what came before the break", body)
+			}
+		})
+	}
+}
+
+// FuzzReadResponse: a head this parser accepts, net/http's ReadResponse
+// (past the same 1xx answers) accepts too, with the same status, header
+// and framing, and keeps the connection no longer than net/http would.
+func FuzzReadResponse(f *testing.F) {
+	for _, a := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nrequest-id: req_1\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;x=1\r\nok\r\n0\r\nA: b\r\n\r\n",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\n\n",
+		"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nuntil close",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\nX: a\tb\r\n\r\n",
+	} {
+		f.Add([]byte(a))
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://upstream/v1/messages", nil)
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		var head []byte
+		got, framing, err := readResponse(bufio.NewReader(bytes.NewReader(answer)), req, &head)
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(bytes.NewReader(answer))
+		want, err := http.ReadResponse(br, req)
+		for err == nil && want.StatusCode < 200 && want.StatusCode != http.StatusSwitchingProtocols {
+			want, err = http.ReadResponse(br, req)
+		}
+		if err != nil {
+			t.Fatalf("accepted %q, net/http refuses it: %v", answer, err)
+		}
+		if got.StatusCode != want.StatusCode || got.Status != want.Status || got.ProtoMinor != want.ProtoMinor {
+			t.Fatalf("%q: status %q (1.%d), net/http %q (1.%d)", answer, got.Status, got.ProtoMinor, want.Status, want.ProtoMinor)
+		}
+		if !reflect.DeepEqual(got.Header, want.Header) {
+			t.Fatalf("%q: header %v, net/http %v", answer, got.Header, want.Header)
+		}
+		chunked := len(want.TransferEncoding) > 0
+		// Close may be stricter: a length beside chunked closes the connection.
+		if (framing.kind == chunkedBody) != chunked || want.Close && !got.Close {
+			t.Fatalf("%q: framing %+v close %v, net/http chunked %v close %v", answer, framing, got.Close, chunked, want.Close)
+		}
+	})
 }
