@@ -47,6 +47,16 @@ func rawServer(t *testing.T, answer string, closeAfter bool) string {
 	return "http://" + ln.Addr().String()
 }
 
+// callRaw makes one call through a new directTransport to a rawServer
+// that answers answer and closes the connection.
+func callRaw(t *testing.T, answer string) (*http.Response, error) {
+	t.Helper()
+	url := rawServer(t, answer, true)
+	tr := testDirectTransport(t, time.Minute, time.Minute)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url+"/v1/messages", strings.NewReader("{}"))
+	return tr.RoundTrip(req)
+}
+
 func TestDirectTransportReadsAnswerFramings(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -106,10 +116,7 @@ func TestDirectTransportRefusesMalformedAnswers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			url := rawServer(t, tt.answer, true)
-			tr := testDirectTransport(t, time.Minute, time.Minute)
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url+"/v1/messages", strings.NewReader("{}"))
-			resp, err := tr.RoundTrip(req)
+			resp, err := callRaw(t, tt.answer)
 			if err == nil {
 				resp.Body.Close()
 				t.Fatalf("answer accepted: %d %v", resp.StatusCode, resp.Header)
@@ -146,10 +153,7 @@ func TestDirectTransportRefusesMalformedBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			url := rawServer(t, tt.answer, true)
-			tr := testDirectTransport(t, time.Minute, time.Minute)
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url+"/v1/messages", strings.NewReader("{}"))
-			resp, err := tr.RoundTrip(req)
+			resp, err := callRaw(t, tt.answer)
 			if err != nil {
 				t.Fatalf("head refused: %v", err)
 			}
