@@ -46,15 +46,16 @@ func anthropicRequest(ctx context.Context, c *call, path string) (*http.Request,
 		h["Anthropic-Beta"] = beta
 	}
 	if c.stream {
-		h["Accept"] = eventStreamAccept
+		h["Accept"] = eventStream
 	}
 	return req, nil
 }
 
-// Header values every upstream request shares (never modified).
+// Header values shared by every upstream request and streamed answer
+// (never modified).
 var (
 	jsonContentType         = []string{"application/json"}
-	eventStreamAccept       = []string{"text/event-stream"}
+	eventStream             = []string{"text/event-stream"} // an Accept and a Content-Type
 	defaultAnthropicVersion = []string{llm.AnthropicVersion}
 )
 

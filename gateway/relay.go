@@ -34,7 +34,7 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 	defer ans.src.close()
 	h := w.Header()
 	// Shared values, never modified: WriteHeader copies the header.
-	h["Content-Type"] = eventStreamType
+	h["Content-Type"] = eventStream
 	h["Cache-Control"] = noCache
 	h["X-Accel-Buffering"] = noBuffering
 	h["Date"] = httpDate(time.Now()) // what net/http would set, formatted once a second
@@ -94,9 +94,8 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, provider stri
 
 // The stream's header values (never modified).
 var (
-	eventStreamType = []string{"text/event-stream"}
-	noCache         = []string{"no-cache"}
-	noBuffering     = []string{"no"}
+	noCache     = []string{"no-cache"}
+	noBuffering = []string{"no"}
 )
 
 // observeRaw meters an undecoded event: only those that can carry usage,
