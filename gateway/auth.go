@@ -60,34 +60,24 @@ func openaiErrorJSON(typ, code, msg string) []byte {
 	return b
 }
 
-// requestIDKey keys the request id in a request's context.
-type requestIDKey struct{}
-
-// requestID is the id the Handler gave the request (the request-id header).
-func requestID(ctx context.Context) string {
-	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
-		return id
+// requestID is the id the Handler gave the call: the request-id header of
+// its answer, which the handlers read from w rather than from a context
+// value, so that the request is not copied to carry it.
+func requestID(w http.ResponseWriter) string {
+	if v := w.Header()["Request-Id"]; len(v) == 1 {
+		return v[0]
 	}
 	return newRequestID()
 }
 
-// callerRequestIDKey keys the caller's request id in a request's context.
-type callerRequestIDKey struct{}
-
-// withCallerRequestID is r's context with the caller's request id: its
-// X-Request-Id header (the api request a turn's call comes from), when
-// well formed (llm.ValidRequestID); another value is dropped.
-func withCallerRequestID(r *http.Request) context.Context {
-	id := r.Header.Get(llm.RequestIDHeader)
+// callerRequestID is the caller's request id: its X-Request-Id header (the
+// api request a turn's call comes from), when well formed
+// (llm.ValidRequestID); another value is dropped and "" returned.
+func callerRequestID(h http.Header) string {
+	id := h.Get(llm.RequestIDHeader)
 	if !llm.ValidRequestID(id) {
-		return r.Context()
+		return ""
 	}
-	return context.WithValue(r.Context(), callerRequestIDKey{}, id)
-}
-
-// callerRequestID is the caller's request id withCallerRequestID kept, or "".
-func callerRequestID(ctx context.Context) string {
-	id, _ := ctx.Value(callerRequestIDKey{}).(string)
 	return id
 }
 

@@ -29,7 +29,7 @@ func TestCallerRequestID(t *testing.T) {
 			if tt.header != "" {
 				r.Header[llm.RequestIDHeader] = []string{tt.header}
 			}
-			if got := callerRequestID(withCallerRequestID(r)); got != tt.want {
+			if got := callerRequestID(r.Header); got != tt.want {
 				t.Errorf("caller request id %q, want %q", got, tt.want)
 			}
 		})

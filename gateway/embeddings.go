@@ -222,5 +222,5 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 			status = statusClientClosed
 		}
 	}
-	s.finish(ctx, p, sc, c, res, requestID(ctx), status, u, estimated, time.Since(start))
+	s.finish(ctx, p, sc, c, res, requestID(w), status, u, estimated, time.Since(start))
 }

@@ -115,7 +115,7 @@ func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCa
 	return &messageCall{
 		call: call{raw: raw, header: r.Header, model: head.Model, stream: head.Stream,
 			provider: cred.provider, baseURL: cred.baseURL, apiKey: cred.apiKey},
-		p: p, sc: sc, res: res, reqID: requestID(ctx), start: start,
+		p: p, sc: sc, res: res, reqID: requestID(w), start: start,
 	}
 }
 
@@ -179,7 +179,7 @@ func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call
 		return
 	}
 	attrs := []slog.Attr{slog.String("request_id", reqID)}
-	if id := callerRequestID(ctx); id != "" {
+	if id := callerRequestID(c.header); id != "" {
 		attrs = append(attrs, slog.String("caller_request_id", id))
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "llm call", append(attrs, slog.String("caller", p.Subject),

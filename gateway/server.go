@@ -155,7 +155,6 @@ func (s *Server) Handler() http.Handler {
 		v := []string{id} // both headers share it, in canonical form
 		h := w.Header()
 		h["Request-Id"], h["X-Ballet-Request-Id"] = v, v
-		r = r.WithContext(context.WithValue(withCallerRequestID(r), requestIDKey{}, id))
 		mux.ServeHTTP(w, r)
 		return r.Pattern // set by mux as it routed r
 	})
