@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,7 +28,7 @@ func (anthropicProvider) request(ctx context.Context, c *call) (*http.Request, e
 // API at the credential's base URL, with its key, version and betas.
 func anthropicRequest(ctx context.Context, c *call, path string) (*http.Request, error) {
 	base := strings.TrimSuffix(strings.TrimRight(c.baseURL, "/"), "/v1")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(c.raw))
+	req, err := postRequest(ctx, base, path, c.raw)
 	if err != nil {
 		return nil, err
 	}

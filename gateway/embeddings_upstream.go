@@ -29,7 +29,7 @@ type embeddingsResult struct {
 func (embeddingsProvider) prepare(*call) error { return nil }
 
 func (embeddingsProvider) request(ctx context.Context, c *call) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.baseURL, "/")+"/embeddings", bytes.NewReader(c.raw))
+	req, err := postRequest(ctx, strings.TrimRight(c.baseURL, "/"), "/embeddings", c.raw)
 	if err != nil {
 		return nil, err
 	}

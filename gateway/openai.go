@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -168,7 +167,7 @@ func (openaiProvider) prepare(c *call) error {
 }
 
 func (openaiProvider) request(ctx context.Context, c *call) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.baseURL, "/")+"/chat/completions", bytes.NewReader(c.openaiReq))
+	req, err := postRequest(ctx, strings.TrimRight(c.baseURL, "/"), "/chat/completions", c.openaiReq)
 	if err != nil {
 		return nil, err
 	}
