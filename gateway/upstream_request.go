@@ -15,7 +15,9 @@ import (
 // makes it, with the URL parsed once per endpoint (endpointURL) rather
 // than on every call, and the body a reader of its own. The request gets
 // its context from NewRequestWithContext, the one way to give it one
-// without copying the request, called with no URL to parse.
+// without copying the request, called with no URL to parse; the empty URL
+// it allocates takes a copy of the endpoint's, so that no request shares a
+// URL another could change.
 func postRequest(ctx context.Context, base, path string, body []byte) (*http.Request, error) {
 	u, err := endpointURL(base, path)
 	if err != nil {
@@ -25,7 +27,7 @@ func postRequest(ctx context.Context, base, path string, body []byte) (*http.Req
 	if err != nil {
 		return nil, err
 	}
-	req.URL, req.Host = u, u.Host
+	*req.URL, req.Host = *u, u.Host
 	if len(body) == 0 {
 		req.Body = http.NoBody
 		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
@@ -57,8 +59,7 @@ type endpointKey struct{ base, path string }
 const maxEndpointURLs = 1024
 
 // endpointURLs holds the parsed URL of each upstream endpoint calls went
-// to. A URL in it is shared by every request to its endpoint and never
-// modified.
+// to; requests take copies, and a URL in it is never modified.
 var endpointURLs = struct {
 	sync.RWMutex
 	m map[endpointKey]*url.URL

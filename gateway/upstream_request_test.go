@@ -65,18 +65,20 @@ func TestPostRequestMatchesNewRequest(t *testing.T) {
 	}
 }
 
-// TestEndpointURLIsNotShared: requests to one endpoint share its parsed
-// URL, and requests to two endpoints never do.
+// TestEndpointURLIsNotShared: each request to an endpoint has a URL of
+// its own, so that changing one leaves the next untouched, and requests to
+// two endpoints go to their own hosts.
 func TestEndpointURLIsNotShared(t *testing.T) {
 	t.Parallel()
 	a, _ := postRequest(context.Background(), "http://one.test", "/v1/messages", nil)
+	a.URL.Host, a.URL.Path = "changed.test", "/changed"
 	b, _ := postRequest(context.Background(), "http://one.test", "/v1/messages", nil)
 	c, _ := postRequest(context.Background(), "http://two.test", "/v1/messages", nil)
-	if a.URL != b.URL {
-		t.Error("two requests to one endpoint parsed its URL twice")
+	if a.URL == b.URL || b.URL.String() != "http://one.test/v1/messages" {
+		t.Errorf("after a change to another request's URL, the next is %s, want http://one.test/v1/messages", b.URL)
 	}
-	if c.URL.Host != "two.test" || a.URL.Host != "one.test" {
-		t.Errorf("hosts %q and %q, want one.test and two.test", a.URL.Host, c.URL.Host)
+	if c.URL.String() != "http://two.test/v1/messages" {
+		t.Errorf("second endpoint %s, want http://two.test/v1/messages", c.URL)
 	}
 }
 
