@@ -32,7 +32,23 @@ type Config struct {
 	TaskCheckInterval time.Duration `toml:"task_check_interval"`
 	// TurnTimeout bounds one turn.
 	TurnTimeout time.Duration `toml:"turn_timeout"`
+	// ModelRetries is how many times a turn calls the model again, within
+	// the same attempt, after a call that never reached an answer (the
+	// gateway refused the connection or dropped it mid-stream: restarted,
+	// say); after the last, the attempt fails and the turn resumes as after
+	// a crash. The gateway's own refusals are answers and are not retried.
+	ModelRetries int `toml:"model_retries"`
+	// ModelRetryWait is the wait before the first retry; each next wait
+	// doubles, up to 30s, with up to a fifth taken off at random.
+	ModelRetryWait time.Duration `toml:"model_retry_wait"`
 }
+
+// Bounds of the model retries: a turn never waits on a gateway that is
+// gone for longer than about ten minutes within one attempt.
+const (
+	maxModelRetries   = 20
+	maxModelRetryWait = 30 * time.Second
+)
 
 // DefaultConfig returns the built-in worker defaults.
 func DefaultConfig() Config {
@@ -45,6 +61,8 @@ func DefaultConfig() Config {
 		HeartbeatTimeout:  3 * time.Second,
 		TaskCheckInterval: 5 * time.Millisecond,
 		TurnTimeout:       30 * time.Minute,
+		ModelRetries:      4,
+		ModelRetryWait:    time.Second,
 	}
 }
 
@@ -66,6 +84,10 @@ func (c Config) Validate() error {
 		return errors.New("worker.task_check_interval: must be positive")
 	case c.TurnTimeout < time.Second:
 		return errors.New("worker.turn_timeout: must be at least 1s")
+	case c.ModelRetries < 0 || c.ModelRetries > maxModelRetries:
+		return fmt.Errorf("worker.model_retries: must be 0-%d, got %d", maxModelRetries, c.ModelRetries)
+	case c.ModelRetryWait < time.Millisecond || c.ModelRetryWait > maxModelRetryWait:
+		return fmt.Errorf("worker.model_retry_wait: must be 1ms-%s, got %s", maxModelRetryWait, c.ModelRetryWait)
 	}
 	return nil
 }

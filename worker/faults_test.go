@@ -291,3 +291,27 @@ func TestHeartbeatSettingsAreChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestModelRetrySettingsAreChecked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		retries int
+		wait    time.Duration
+		want    string
+	}{
+		{"negative retries", -1, time.Second, "worker.model_retries: must be 0-20, got -1"},
+		{"too many retries", 21, time.Second, "worker.model_retries: must be 0-20, got 21"},
+		{"no wait", 4, 0, "worker.model_retry_wait: must be 1ms-30s, got 0s"},
+		{"wait too long", 4, time.Minute, "worker.model_retry_wait: must be 1ms-30s, got 1m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := worker.DefaultConfig()
+			c.ModelRetries, c.ModelRetryWait = tc.retries, tc.wait
+			if err := c.Validate(); err == nil || err.Error() != tc.want {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -21,6 +21,8 @@ type metrics struct {
 	running     prometheus.Gauge
 	compactions *prometheus.CounterVec
 	resumes     *prometheus.CounterVec
+	// modelRetries counts model calls made again after no answer.
+	modelRetries prometheus.Counter
 }
 
 // turnOutcomes, compactionOutcomes and resumeReasons are the label values
@@ -66,6 +68,8 @@ func newMetrics(reg prometheus.Registerer, q *tasks.Queue, turnTimeout time.Dura
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_resumes_total",
 			Help: "Turns the sweeper put back in the queue, by reason (worker_lost, lease_expired, not_queued, unclaimed)."},
 			[]string{"reason"}),
+		modelRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "ballet_planner_model_retries_total",
+			Help: "Model calls that got no answer (the gateway refused the connection or cut the stream) and were made again."}),
 	}
 	for _, o := range turnOutcomes {
 		m.turns.WithLabelValues(o)
@@ -80,7 +84,7 @@ func newMetrics(reg prometheus.Registerer, q *tasks.Queue, turnTimeout time.Dura
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.turns, m.duration, m.queueWait, m.rounds, m.toolCalls, m.toolTime,
-		m.running, m.compactions, m.resumes, &queueDepth{q: q}} {
+		m.running, m.compactions, m.resumes, m.modelRetries, &queueDepth{q: q}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

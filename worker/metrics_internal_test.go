@@ -50,7 +50,7 @@ func TestMetricsStartAtZero(t *testing.T) {
 		got[mf.GetName()] = len(mf.GetMetric())
 	}
 	for name, want := range map[string]int{"ballet_planner_compactions_total": 2, "ballet_planner_turns_total": 4,
-		"ballet_planner_resumes_total": 4, "ballet_planner_turn_duration_seconds": 1} {
+		"ballet_planner_resumes_total": 4, "ballet_planner_turn_duration_seconds": 1, "ballet_planner_model_retries_total": 1} {
 		if got[name] != want {
 			t.Errorf("%s: %d series at start, want %d", name, got[name], want)
 		}

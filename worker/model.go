@@ -2,6 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+
+	"github.com/sethvargo/go-retry"
 
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
@@ -36,7 +43,7 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 	if a.w.planner.PromptCaching {
 		markCacheBreakpoints(&req)
 	}
-	resp, err := a.w.d.Model.Call(ctx, a.principal(), req, func(delta string) {
+	resp, err := a.callWithRetries(ctx, req, func(delta string) {
 		a.w.d.Publisher.Publish(ctx, store.Output{Session: a.fence.Session, Turn: a.fence.Turn, Type: store.OutputText, Text: delta})
 	})
 	if err != nil {
@@ -66,6 +73,46 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 	}
 	a.w.d.Publisher.Publish(ctx, outs...)
 	return nil
+}
+
+// callWithRetries makes one model call, and makes it again, up to
+// worker.model_retries times with growing waits, when it never reached an
+// answer: a gateway that restarts or is replaced costs a turn some seconds
+// rather than an attempt, and the turn stays here, where a cancel or a lost
+// lease (ctx) stops the waits at once.
+func (a *attempt) callWithRetries(ctx context.Context, req llm.MessageRequest, onText func(string)) (*llm.MessageResponse, error) {
+	cfg := a.w.cfg
+	waits := retry.WithMaxRetries(uint64(cfg.ModelRetries), retry.WithJitterPercent(10,
+		retry.WithCappedDuration(maxModelRetryWait, retry.NewExponential(cfg.ModelRetryWait))))
+	try := 0
+	return retry.DoValue(ctx, waits, func(ctx context.Context) (*llm.MessageResponse, error) {
+		try++
+		resp, err := a.w.d.Model.Call(ctx, a.principal(), req, onText)
+		if err == nil || ctx.Err() != nil || !unanswered(err) {
+			return resp, err
+		}
+		if try > cfg.ModelRetries {
+			return nil, err // the last: the attempt fails
+		}
+		a.log.WarnContext(ctx, "model call got no answer; calling again", slog.Int("try", try),
+			slog.Int("retries", cfg.ModelRetries), slog.Any("error", err))
+		a.w.metrics.modelRetries.Inc()
+		return nil, retry.RetryableError(err)
+	})
+}
+
+// unanswered reports whether a model call failed before the gateway's
+// answer ended: the request never got an answer (refused, reset, closed:
+// what http.Client.Do reports as a *url.Error), or the stream was cut. An
+// error the gateway answered with (*llm.APIError) is not one of them.
+func unanswered(err error) bool {
+	var api *llm.APIError
+	if errors.As(err, &api) {
+		return false
+	}
+	var ue *url.Error
+	var op *net.OpError
+	return errors.As(err, &ue) || errors.As(err, &op) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // messages is the model's view: the summary, then the repaired history.

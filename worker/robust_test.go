@@ -2,10 +2,17 @@ package worker_test
 
 import (
 	"context"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/porttest"
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/worker"
 )
 
 func TestEmptyModelAnswerEndsTheTurn(t *testing.T) {
@@ -122,5 +129,97 @@ answers:
 	}
 	if dones := strings.Count(strings.Join(types(outs), ","), "done"); dones != 1 {
 		t.Fatalf("%d done outputs", dones)
+	}
+}
+
+// hangUp is a gateway that is not there: every connection to addr is
+// closed at once, the way a restarting gateway's port behaves, and counted.
+type hangUp struct {
+	ln    net.Listener
+	conns atomic.Int64
+}
+
+func newHangUp(t *testing.T, addr string) *hangUp {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	must(t, err)
+	h := &hangUp{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *hangUp) stop() { h.ln.Close() }
+
+// A gateway that hangs up (restarting, say) gets the model call again,
+// within the turn's attempt, until it answers: the turn ends as if nothing
+// happened, still on its first attempt.
+func TestModelCallsAreMadeAgainWhenTheGatewayHangsUp(t *testing.T) {
+	t.Parallel()
+	const script = "loop: true\nanswers:\n  - content:\n      - text: back again\n"
+	e := newEnv(t, script)
+	addr := porttest.Addr(t)
+	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
+	down := newHangUp(t, addr)
+	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.ModelRetries, c.ModelRetryWait = 20, 50*time.Millisecond })
+	s := e.session()
+	turn := e.send(s, "hello").Turn
+	eventually(t, "the model called again", func() bool { return down.conns.Load() >= 3 })
+	down.stop()
+	back := fakellm.New(fakellm.MustParse(script))
+	must(t, back.StartOn(addr))
+	t.Cleanup(back.Close)
+	outs := e.waitDone(s, turn)
+	if got := strings.Join(types(outs), ","); got != "queued,started,message,done" || outs[len(outs)-1].Text != store.ReasonEndTurn {
+		t.Fatalf("outputs %s, done %q; want queued,started,message,done and end_turn", got, outs[len(outs)-1].Text)
+	}
+	if n := e.attempts(turn); n != 1 {
+		t.Fatalf("%d attempts, want 1: the retries are the attempt's own", n)
+	}
+}
+
+// After worker.model_retries the attempt fails and the turn resumes, as
+// after a crash, with retries of its own.
+func TestModelRetriesEndWithTheAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: never\n")
+	addr := porttest.Addr(t)
+	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
+	down := newHangUp(t, addr)
+	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.ModelRetries, c.ModelRetryWait = 2, time.Millisecond })
+	s := e.session()
+	turn := e.send(s, "hello").Turn
+	eventually(t, "a second attempt", func() bool { return e.attempts(turn) >= 2 })
+	if n := down.conns.Load(); n < 3 {
+		t.Fatalf("%d calls before the attempt failed, want the call and its 2 retries", n)
+	}
+}
+
+// A cancel stops the waits between retries at once.
+func TestCancelStopsTheModelRetries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: never\n")
+	addr := porttest.Addr(t)
+	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
+	down := newHangUp(t, addr)
+	// Waits of 30 s, 20 of them: the turn ends in time only if the cancel
+	// cuts the first short.
+	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.ModelRetries, c.ModelRetryWait = 20, 30*time.Second })
+	s := e.session()
+	turn := e.send(s, "hello").Turn
+	eventually(t, "the first call to fail", func() bool { return down.conns.Load() >= 1 })
+	e.cancel(s, turn)
+	assertCancelled(t, e, s, turn)
+	if n := e.attempts(turn); n != 1 {
+		t.Fatalf("%d attempts, want 1", n)
 	}
 }

@@ -301,22 +301,28 @@ func TestClusterOfSeveralProcesses(t *testing.T) {
 	rows, err := pool.Query(ctx, `SELECT t.id, t.status, COALESCE(t.done_reason, ''),
 		(SELECT count(*) FROM planner_outputs o WHERE o.turn_id = t.id AND o.type = 'done'),
 		(SELECT count(*) FROM planner_outputs o WHERE o.turn_id = t.id AND o.type = 'tool_result'),
-		(SELECT count(*) FROM planner_tool_calls c WHERE c.turn_id = t.id AND c.status = 'done')
+		(SELECT count(*) FROM planner_tool_calls c WHERE c.turn_id = t.id AND c.status = 'done'),
+		t.attempts, COALESCE((SELECT string_agg(o.data::text, '; ') FROM planner_outputs o WHERE o.turn_id = t.id AND o.type = 'error'), '')
 		FROM planner_turns t`)
 	must(t, err)
 	for rows.Next() {
 		var id, status, reason string
-		var dones, results, calls int
-		must(t, rows.Scan(&id, &status, &reason, &dones, &results, &calls))
+		var dones, results, calls, attempts int
+		var errText string
+		must(t, rows.Scan(&id, &status, &reason, &dones, &results, &calls, &attempts, &errText))
 		want := "done end_turn 1 1 1"
 		if slow[id] {
 			want = "cancelled cancelled 1 0 0"
 		}
 		if got := fmt.Sprintf("%s %s %d %d %d", status, reason, dones, results, calls); got != want {
-			t.Errorf("turn %s: status, reason, done outputs, tool results, tool calls %q, want %q", id, got, want)
+			t.Errorf("turn %s (%d attempts, errors %q): status, reason, done outputs, tool results, tool calls %q, want %q",
+				id, attempts, errText, got, want)
 		}
 	}
 	must(t, rows.Err())
+	if t.Failed() {
+		t.Logf("the processes' logs:\n%s", c.logs())
+	}
 	if n := count(`SELECT count(*) FROM planner_tool_calls WHERE status <> 'done'`); n != 0 {
 		t.Errorf("%d tool calls never finished", n)
 	}
