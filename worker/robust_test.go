@@ -170,7 +170,9 @@ func TestModelCallsAreMadeAgainWhenTheGatewayHangsUp(t *testing.T) {
 	addr := porttest.Addr(t)
 	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
 	down := newHangUp(t, addr)
-	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.ModelRetries, c.ModelRetryWait = 20, 50*time.Millisecond })
+	e.start(func(c *worker.Config, _ *worker.PlannerConfig) {
+		c.ModelRetries, c.ModelRetryWait = 20, 50*time.Millisecond
+	})
 	s := e.session()
 	turn := e.send(s, "hello").Turn
 	eventually(t, "the model called again", func() bool { return down.conns.Load() >= 3 })
@@ -195,7 +197,9 @@ func TestModelRetriesEndWithTheAttempt(t *testing.T) {
 	addr := porttest.Addr(t)
 	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
 	down := newHangUp(t, addr)
-	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.ModelRetries, c.ModelRetryWait = 2, time.Millisecond })
+	e.start(func(c *worker.Config, _ *worker.PlannerConfig) {
+		c.ModelRetries, c.ModelRetryWait = 2, time.Millisecond
+	})
 	s := e.session()
 	turn := e.send(s, "hello").Turn
 	eventually(t, "a second attempt", func() bool { return e.attempts(turn) >= 2 })
