@@ -39,7 +39,7 @@ type Config struct {
 	// a crash. The gateway's own refusals are answers and are not retried.
 	ModelRetries int `toml:"model_retries"`
 	// ModelRetryWait is the wait before the first retry; each next wait
-	// doubles, up to 30s, with up to a fifth taken off at random.
+	// doubles, up to 30s, give or take a tenth at random.
 	ModelRetryWait time.Duration `toml:"model_retry_wait"`
 }
 

@@ -82,8 +82,7 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 // lease (ctx) stops the waits at once.
 func (a *attempt) callWithRetries(ctx context.Context, req llm.MessageRequest, onText func(string)) (*llm.MessageResponse, error) {
 	cfg := a.w.cfg
-	waits := retry.WithMaxRetries(uint64(cfg.ModelRetries), retry.WithJitterPercent(10,
-		retry.WithCappedDuration(maxModelRetryWait, retry.NewExponential(cfg.ModelRetryWait))))
+	waits := retry.WithJitterPercent(10, retry.WithCappedDuration(maxModelRetryWait, retry.NewExponential(cfg.ModelRetryWait)))
 	try := 0
 	return retry.DoValue(ctx, waits, func(ctx context.Context) (*llm.MessageResponse, error) {
 		try++

@@ -135,15 +135,20 @@ answers:
 // hangUp is a gateway that is not there: every connection to addr is
 // closed at once, the way a restarting gateway's port behaves, and counted.
 type hangUp struct {
+	addr  string
 	ln    net.Listener
 	conns atomic.Int64
 }
 
-func newHangUp(t *testing.T, addr string) *hangUp {
+// hangingGateway makes the env's model calls go to a hangUp, started.
+func (e *env) hangingGateway() *hangUp {
+	t := e.t
 	t.Helper()
+	addr := porttest.Addr(t)
+	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
 	ln, err := net.Listen("tcp", addr)
 	must(t, err)
-	h := &hangUp{ln: ln}
+	h := &hangUp{addr: addr, ln: ln}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -167,9 +172,7 @@ func TestModelCallsAreMadeAgainWhenTheGatewayHangsUp(t *testing.T) {
 	t.Parallel()
 	const script = "loop: true\nanswers:\n  - content:\n      - text: back again\n"
 	e := newEnv(t, script)
-	addr := porttest.Addr(t)
-	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
-	down := newHangUp(t, addr)
+	down := e.hangingGateway()
 	e.start(func(c *worker.Config, _ *worker.PlannerConfig) {
 		c.ModelRetries, c.ModelRetryWait = 20, 50*time.Millisecond
 	})
@@ -178,7 +181,7 @@ func TestModelCallsAreMadeAgainWhenTheGatewayHangsUp(t *testing.T) {
 	eventually(t, "the model called again", func() bool { return down.conns.Load() >= 3 })
 	down.stop()
 	back := fakellm.New(fakellm.MustParse(script))
-	must(t, back.StartOn(addr))
+	must(t, back.StartOn(down.addr))
 	t.Cleanup(back.Close)
 	outs := e.waitDone(s, turn)
 	if got := strings.Join(types(outs), ","); got != "queued,started,message,done" || outs[len(outs)-1].Text != store.ReasonEndTurn {
@@ -190,21 +193,24 @@ func TestModelCallsAreMadeAgainWhenTheGatewayHangsUp(t *testing.T) {
 }
 
 // After worker.model_retries the attempt fails and the turn resumes, as
-// after a crash, with retries of its own.
+// after a crash, with retries of its own, until its attempts are used up.
+// A new connection is never retried by net/http, so each call is one.
 func TestModelRetriesEndWithTheAttempt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: never\n")
-	addr := porttest.Addr(t)
-	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
-	down := newHangUp(t, addr)
+	down := e.hangingGateway()
 	e.start(func(c *worker.Config, _ *worker.PlannerConfig) {
 		c.ModelRetries, c.ModelRetryWait = 2, time.Millisecond
 	})
 	s := e.session()
 	turn := e.send(s, "hello").Turn
-	eventually(t, "a second attempt", func() bool { return e.attempts(turn) >= 2 })
-	if n := down.conns.Load(); n < 3 {
-		t.Fatalf("%d calls before the attempt failed, want the call and its 2 retries", n)
+	outs := e.waitDone(s, turn)
+	if done := outs[len(outs)-1]; done.Text != store.ReasonError {
+		t.Fatalf("done %q, want error: %v", done.Text, types(outs))
+	}
+	if n, want := down.conns.Load(), int64(3*store.MaxTurnAttempts); n < want {
+		t.Fatalf("%d calls over %d attempts, want at least %d: each attempt's call and its 2 retries",
+			n, store.MaxTurnAttempts, want)
 	}
 }
 
@@ -212,9 +218,7 @@ func TestModelRetriesEndWithTheAttempt(t *testing.T) {
 func TestCancelStopsTheModelRetries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: never\n")
-	addr := porttest.Addr(t)
-	e.deps.Model = worker.GatewayModel{Client: llm.NewClient("http://"+addr, []byte("test-key"), nil)}
-	down := newHangUp(t, addr)
+	down := e.hangingGateway()
 	// Waits of 30 s, 20 of them: the turn ends in time only if the cancel
 	// cuts the first short.
 	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.ModelRetries, c.ModelRetryWait = 20, 30*time.Second })
