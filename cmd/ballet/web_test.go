@@ -27,16 +27,19 @@ const chromiumPath = "/usr/bin/chromium"
 const injection = "Look: <img src=x onerror=\"window.__pwned=1\"> and [click me](javascript:window.__pwned=2) " +
 	"and <script>window.__pwned=3</script> then **bold text**."
 
-// browserScript is the demo conversation with a slow closing answer (so a
-// second message can queue behind it and the socket can drop mid-stream)
-// and an answer that attempts Markdown injection.
-func browserScript(t *testing.T) (path, closing string) {
+// browserScript is the demo conversation with a slow closing answer that
+// holds after its first 16 characters until the file at release exists (so
+// a second message can queue behind it and the socket can drop mid-stream
+// however slow the machine), and an answer that attempts Markdown injection.
+func browserScript(t *testing.T) (path, closing, release string) {
 	t.Helper()
 	s := *fakellm.Demo()
 	s.Answers = append([]fakellm.Answer{{Match: "INJECT", Content: []fakellm.Block{{Text: injection}}}}, s.Answers...)
 	for i, a := range s.Answers {
 		if strings.Contains(a.Match, "propose_changeset") {
 			a.ChunkSize, a.ChunkLatency = 4, 50*time.Millisecond
+			a.HoldAfter, a.HoldUntil = 4, filepath.Join(t.TempDir(), "release")
+			release = a.HoldUntil
 			s.Answers[i] = a
 			closing = a.Content[0].Text
 		}
@@ -45,7 +48,7 @@ func browserScript(t *testing.T) (path, closing string) {
 	must(t, err)
 	path = filepath.Join(t.TempDir(), "script.yaml")
 	must(t, os.WriteFile(path, b, 0o600))
-	return path, closing
+	return path, closing, release
 }
 
 // browser starts a headless chromium with a fresh profile.
@@ -138,7 +141,7 @@ const inertCheck = `(() => { const r = document.querySelector(%q);
 func TestWebAppInABrowser(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
-	script, closing := browserScript(t)
+	script, closing, release := browserScript(t)
 	p, token, _ := startDemoServe(t, script)
 	base := "http://" + p.addr
 	c := client{t: t, base: base + "/api/v1", token: token}
@@ -182,13 +185,15 @@ func TestWebAppInABrowser(t *testing.T) {
 
 	// Tool calls fold under one line each, ok, and the answer streams in.
 	pg.until("four tool calls folded", `[...document.querySelectorAll('li.tool[data-status=ok] summary')].map(e => e.querySelector('.name').innerText).join(',') === 'list_runnable,search_project,read_skill,propose_changeset'`)
-	pg.until("the closing answer streams", `(document.querySelector('.msg.live')?.dataset.source ?? '').length >= 12`)
+	pg.until("the closing answer streams up to its hold", `(document.querySelector('.msg.live')?.dataset.source ?? '').length >= 12`)
 
 	// The socket drops mid-turn: a banner, then a resume that loses nothing.
 	eval[any](pg, `window.__balletDropSocket(true)`)
 	pg.until("the banner", `!!document.querySelector('[data-testid=conn-banner]')`)
 	pg.shot("session-reconnecting")
 	before := eval[string](pg, `document.querySelector('.msg.live')?.dataset.source ?? ''`)
+	// The answer goes on streaming while the socket is down.
+	must(t, os.WriteFile(release, nil, 0o600))
 	eval[any](pg, `window.__balletResumeSocket()`)
 	pg.until("resumed", `!document.querySelector('[data-testid=conn-banner]') && document.querySelector('section.session').dataset.resumes === '1'`)
 	want, _ := json.Marshal(closing)

@@ -242,6 +242,7 @@ func (s *Server) anthropicStream(w http.ResponseWriter, r *http.Request, a *Answ
 	if !a.OmitUsage {
 		message["usage"] = startUsage
 	}
+	pace := &pacer{a: a}
 	steps := []func(){
 		func() { out.event("message_start", map[string]any{"type": "message_start", "message": message}) },
 		func() { out.event("ping", map[string]any{"type": "ping"}) },
@@ -264,7 +265,7 @@ func (s *Server) anthropicStream(w http.ResponseWriter, r *http.Request, a *Answ
 		})
 		for _, p := range pieces {
 			steps = append(steps, func() {
-				if wait(r.Context(), a.ChunkLatency) {
+				if pace.next(r.Context()) {
 					out.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": delta(p)})
 				}
 			})

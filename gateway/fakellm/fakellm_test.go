@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +29,8 @@ func TestParseRejectsBadScripts(t *testing.T) {
 		{"unknown fault", "answers:\n  - fault: {kind: explode}", "unknown fault"},
 		{"status fault without status", "answers:\n  - fault: {kind: status}", "status ≥ 400"},
 		{"nothing", "answers:\n  - usage: {input_tokens: 1}", "no content"},
+		{"hold without a file", "answers:\n  - content: [{text: x}]\n    hold_after: 2", "needs hold_until"},
+		{"negative hold", "answers:\n  - content: [{text: x}]\n    hold_after: -1\n    hold_until: /x", "must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,6 +131,64 @@ answers:
 	}
 	if !strings.Contains(body, `"usage":{"output_tokens":8}`) || !strings.Contains(body, `"stop_reason":"tool_use"`) {
 		t.Fatalf("body = %s", body)
+	}
+}
+
+// A held answer streams its first deltas, then nothing more until its file
+// exists; each delta after the hold is read only once the file is there.
+func TestStreamHoldsUntilItsFileExists(t *testing.T) {
+	t.Parallel()
+	release := filepath.Join(t.TempDir(), "release")
+	s := fakellm.New(fakellm.MustParse(fmt.Sprintf(`
+answers:
+  - content: [{text: "abcdefghijkl"}]
+    chunk_size: 4
+    hold_after: 2
+    hold_until: %q
+`, release)))
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	resp, err := http.Post(s.URL()+"/v1/messages", "application/json",
+		strings.NewReader(`{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	type delta struct {
+		text     string
+		released bool
+	}
+	deltas := make(chan delta, 8)
+	go func() {
+		defer close(deltas)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var ev struct {
+				Type  string `json:"type"`
+				Delta struct {
+					Text string `json:"text"`
+				} `json:"delta"`
+			}
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(d), &ev) == nil && ev.Type == "content_block_delta" {
+				_, statErr := os.Stat(release)
+				deltas <- delta{ev.Delta.Text, statErr == nil}
+			}
+		}
+	}()
+	var got []delta
+	for d := range deltas {
+		got = append(got, d)
+		if len(got) == 2 {
+			if err := os.WriteFile(release, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := []delta{{"abcd", false}, {"efgh", false}, {"ijkl", true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("deltas = %+v, want %+v", got, want)
 	}
 }
 

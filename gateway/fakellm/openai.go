@@ -186,13 +186,14 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, a *Answer,
 		send([]byte(`{"id":"x","choices":[{not json`))
 		return
 	}
+	pace := &pacer{a: a}
 	steps := []func(){func() { send(chunk(map[string]any{"role": "assistant", "content": ""}, nil)) }}
 	call := 0
 	for _, b := range content {
 		if b["type"] == "text" {
 			for _, p := range chunks(b["text"].(string), a.chunkSize()) {
 				steps = append(steps, func() {
-					if wait(r.Context(), a.ChunkLatency) {
+					if pace.next(r.Context()) {
 						send(chunk(map[string]any{"content": p}, nil))
 					}
 				})
@@ -207,7 +208,7 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, a *Answer,
 		})
 		for _, p := range chunks(string(jsonMarshal(b["input"])), a.chunkSize()) {
 			steps = append(steps, func() {
-				if wait(r.Context(), a.ChunkLatency) {
+				if pace.next(r.Context()) {
 					send(chunk(map[string]any{"tool_calls": []any{map[string]any{"index": idx, "function": map[string]any{"arguments": p}}}}, nil))
 				}
 			})

@@ -82,6 +82,11 @@ type Answer struct {
 	// each streamed delta.
 	Latency      time.Duration `yaml:"latency"`
 	ChunkLatency time.Duration `yaml:"chunk_latency"`
+	// HoldUntil, when set, pauses the stream after its first HoldAfter
+	// deltas until a file exists at that path, so a test can act on a
+	// reply it has caught mid-stream however slow the machine is.
+	HoldUntil string `yaml:"hold_until"`
+	HoldAfter int    `yaml:"hold_after"`
 	// Fault replaces or breaks the reply.
 	Fault *Fault `yaml:"fault"`
 
@@ -189,6 +194,9 @@ func (s *Script) compile() error {
 		}
 		if a.ChunkSize < 0 || a.Latency < 0 || a.ChunkLatency < 0 {
 			return fmt.Errorf("fakellm: answer %d: chunk_size and latencies must not be negative", i)
+		}
+		if a.HoldAfter < 0 || (a.HoldAfter > 0 && a.HoldUntil == "") {
+			return fmt.Errorf("fakellm: answer %d: hold_after must not be negative and needs hold_until", i)
 		}
 		for j, b := range a.Content {
 			if (b.Text == "") == (b.ToolUse == nil) {

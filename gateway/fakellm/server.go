@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,6 +206,38 @@ func wait(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// pacer paces one reply's streamed deltas: ChunkLatency before each, and
+// the answer's hold before the one after HoldAfter.
+type pacer struct {
+	a    *Answer
+	sent int
+}
+
+// next waits before a delta; false means the request ended meanwhile.
+func (p *pacer) next(ctx context.Context) bool {
+	if p.a.HoldUntil != "" && p.sent == p.a.HoldAfter && !holdUntil(ctx, p.a.HoldUntil) {
+		return false
+	}
+	p.sent++
+	return wait(ctx, p.a.ChunkLatency)
+}
+
+// holdUntil waits until a file exists at path or ctx ends.
+func holdUntil(ctx context.Context, path string) bool {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
