@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,18 +126,30 @@ func (p *cutProxy) mute() {
 const reconnectAnswer = "Reading the backlog one small piece at a time, so that the answer streams for a while and a connection can break in the middle of it."
 const reconnectFinal = "Nothing is planned yet; here is a fresh start with one milestone, two epics and a ticket for each."
 
-const reconnectScript = `
+// reconnectScript answers in two rounds. Each holds after its first four
+// deltas (8 characters) until its release file exists, which the test
+// creates once it has cut the connection in that round: every round is cut
+// mid-stream however slow the machine.
+func reconnectScript(t *testing.T) (script string, release [2]string) {
+	dir := t.TempDir()
+	release = [2]string{filepath.Join(dir, "round-1"), filepath.Join(dir, "round-2")}
+	return fmt.Sprintf(`
 answers:
   - content:
-      - text: "` + reconnectAnswer + `"
+      - text: "%s"
       - tool_use: {name: list_items, input: {}}
     chunk_size: 2
     chunk_latency: 5ms
+    hold_after: 4
+    hold_until: %q
   - content:
-      - text: "` + reconnectFinal + `"
+      - text: "%s"
     chunk_size: 2
     chunk_latency: 5ms
-`
+    hold_after: 4
+    hold_until: %q
+`, reconnectAnswer, release[0], reconnectFinal, release[1]), release
+}
 
 // dialReconnecting opens a reconnecting client as engineer through url.
 func dialReconnecting(t *testing.T, e *sseEnv, url, proto string) *rpcclient.Client {
@@ -158,7 +173,8 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 	for _, proto := range both {
 		t.Run(protoName(proto), func(t *testing.T) {
 			t.Parallel()
-			e := newSSEEnv(t, reconnectScript)
+			script, release := reconnectScript(t)
+			e := newSSEEnv(t, script)
 			p := newCutProxy(t, e.srv.Addr())
 			c := dialReconnecting(t, e, p.url(), proto)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -179,7 +195,7 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 			var text, round strings.Builder
 			var cursor int64
 			var types []string
-			texts := 0
+			rounds, cutThisRound := 0, false
 			for o := range w.Outputs() {
 				if o.Turn != sent.Turn || o.Session != e.session {
 					t.Fatalf("output of another turn or session: %+v", o)
@@ -193,9 +209,12 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 				}
 				if o.Type == "text" {
 					round.WriteString(o.Text)
-					texts++
-					if texts == 3 || texts == 60 { // in each round's text
+					if !cutThisRound && round.Len() >= 6 && rounds < len(release) { // in each round's text
 						p.cut()
+						cutThisRound = true
+						if err := os.WriteFile(release[rounds], nil, 0o600); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
 				if o.Type == "message" && o.Role == "" {
@@ -208,6 +227,7 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 					}
 					text.WriteString(said)
 					round.Reset()
+					rounds, cutThisRound = rounds+1, false
 				}
 				if o.Type == "done" {
 					break
@@ -222,8 +242,8 @@ func TestRPCClientWatchResumesAcrossReconnects(t *testing.T) {
 			if w.Cursor() != cursor || w.Err() != nil {
 				t.Fatalf("watch cursor %d err %v, want %d, nil", w.Cursor(), w.Err(), cursor)
 			}
-			if p.cuts < 2 {
-				t.Fatalf("%d cuts", p.cuts)
+			if p.cuts != 2 {
+				t.Fatalf("%d cuts, want one in each round", p.cuts)
 			}
 		})
 	}
