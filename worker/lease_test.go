@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,18 +42,22 @@ func (e *env) waitStarted(session, turn string) {
 }
 
 // A turn whose model call outlasts the lease keeps its lease: it is renewed
-// while the call waits, and the turn ends in its first attempt.
+// while the call waits, and the turn ends in its first attempt. The model's
+// answer holds before its first delta until the lease has been renewed a
+// full lease past its first expiry, that is until the call has outlasted it.
 func TestLeaseIsRenewedWhileTheModelIsSlow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "answers:\n  - latency: 3s\n    content:\n      - text: slow but sure\n")
+	release := filepath.Join(t.TempDir(), "release")
+	e := newEnv(t, fmt.Sprintf("answers:\n  - hold_until: %q\n    content:\n      - text: slow but sure\n", release))
 	e.start(shortLease)
 	s := e.session()
 	turn := e.send(s, "take your time").Turn
 	e.waitStarted(s, turn)
 	first := e.leaseExpiresAt(s)
-	storetest.WaitFor(t, "the lease renewed past its first expiry", func() bool {
-		return e.leaseExpiresAt(s).After(first.Add(500 * time.Millisecond))
+	storetest.WaitFor(t, "the lease renewed a full lease past its first expiry", func() bool {
+		return e.leaseExpiresAt(s).After(first.Add(time.Second))
 	})
+	must(t, os.WriteFile(release, nil, 0o600))
 	outs := e.waitDone(s, turn)
 	if got := strings.Join(types(outs), ","); got != "queued,started,message,done" || outs[len(outs)-1].Text != "end_turn" {
 		t.Fatalf("outputs %s (done %q), want queued,started,message,done (end_turn)", got, outs[len(outs)-1].Text)

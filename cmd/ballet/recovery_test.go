@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -22,7 +23,8 @@ var recoveryKills = flag.Int("recovery-kills", 2,
 //
 //	go test ./cmd/ballet -run TestRecoveryTime -v -args -recovery-kills=30
 func TestRecoveryTime(t *testing.T) {
-	s := newStack(t, resumeScript)
+	script, release := resumeScript(t)
+	s := newStack(t, script)
 	// The defaults, over newStack's shorter test settings.
 	s.env = append(s.env, "BALLET_WORKER_LEASE=15s", "BALLET_WORKER_TASK_CHECK_INTERVAL=5ms",
 		"BALLET_WORKER_SHUTDOWN_TIMEOUT=10s")
@@ -50,10 +52,12 @@ func TestRecoveryTime(t *testing.T) {
 		}
 		must(t, workers[victim].cmd.Process.Signal(syscall.SIGKILL))
 		killed := time.Now()
+		must(t, os.WriteFile(release, nil, 0o600))
 		storetest.WaitFor(t, "another worker to claim the session after the kill",
 			func() bool { return s.leaseToken() != token })
 		took = append(took, time.Since(killed))
 		s.waitDone(turn)
+		must(t, os.Remove(release)) // the next turn holds again
 		workers[victim] = s.worker()
 	}
 	slices.Sort(took)

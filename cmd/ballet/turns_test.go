@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -207,28 +209,39 @@ func TestConcurrentSendsRunInOrderAcrossThreeWorkers(t *testing.T) {
 	}
 }
 
-const resumeScript = `
+// resumeScript is a turn of two model calls around one tool call. The
+// second call streams slowly and holds after its first two deltas until a
+// file exists at release, which a test creates once it has stopped the
+// worker running it: the stop lands mid-stream however slow the machine.
+func resumeScript(t *testing.T) (script, release string) {
+	release = filepath.Join(t.TempDir(), "release")
+	return fmt.Sprintf(`
 answers:
   - match: 'tool_result list_runnable'
     chunk_size: 4
     chunk_latency: 100ms
+    hold_after: 2
+    hold_until: %q
     content:
       - text: "Nothing is runnable yet; start with the backlog grooming."
   - match: '^what can start'
     content:
       - tool_use: {name: list_runnable, input: {}}
-`
+`, release), release
+}
 
 // A worker SIGKILLed mid-turn: another worker resumes the turn from what was
 // stored, without running the tool call again, with exactly one done.
 func TestKilledWorkersTurnResumesElsewhere(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, resumeScript)
+	script, release := resumeScript(t)
+	s := newStack(t, script)
 	a, b := s.worker(), s.worker()
 	turn := s.send("what can start now?")
 	victim, survivor := s.midTurn(a, b)
 	killedAt := time.Now()
 	must(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	must(t, os.WriteFile(release, nil, 0o600))
 	outs := s.waitDone(turn)
 	t.Logf("resumed and finished %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 {
@@ -250,11 +263,13 @@ func TestKilledWorkersTurnResumesElsewhere(t *testing.T) {
 // handed back and finished by another worker; the stopped worker exits 0.
 func TestSigtermHandsTheTurnBack(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, resumeScript)
+	script, release := resumeScript(t)
+	s := newStack(t, script)
 	a, b := s.worker(), s.worker()
 	turn := s.send("what can start now?")
 	victim, survivor := s.midTurn(a, b)
 	victim.stop(t) // SIGTERM and a clean exit
+	must(t, os.WriteFile(release, nil, 0o600))
 	outs := s.waitDone(turn)
 	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 || countTypes(outs, store.OutputToolResult) != 1 {
 		t.Fatalf("outputs %v", outs)
@@ -285,12 +300,14 @@ func (p *process) metric(t *testing.T, series string) float64 {
 // completes exactly once, and the survivor says it was the heartbeat.
 func TestKilledWorkerIsFoundByItsHeartbeat(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, resumeScript)
+	script, release := resumeScript(t)
+	s := newStack(t, script)
 	s.env = append(s.env, "BALLET_WORKER_LEASE=10m")
 	a, b := s.worker(), s.worker()
 	turn := s.send("what can start now?")
 	victim, survivor := s.midTurn(a, b)
 	must(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	must(t, os.WriteFile(release, nil, 0o600))
 	outs := s.waitDone(turn)
 	if done := outs[len(outs)-1]; done.Text != "end_turn" || countTypes(outs, store.OutputDone) != 1 ||
 		countTypes(outs, store.OutputToolResult) != 1 {
