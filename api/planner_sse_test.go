@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -309,9 +310,11 @@ func TestPlannerSSEFollowsATurnAndResumes(t *testing.T) {
 }
 
 // A reconnect of the hub's Redis connection during a turn: the stream
-// still carries every stored output exactly once.
+// still carries every stored output exactly once. The first answer holds
+// after its first deltas until the connection has been killed.
 func TestPlannerSSESurvivesAHubReconnectMidTurn(t *testing.T) {
 	t.Parallel()
+	release := filepath.Join(t.TempDir(), "release")
 	e := newSSEEnv(t, `
 answers:
   - content:
@@ -319,6 +322,8 @@ answers:
       - tool_use: {name: list_items, input: {}}
     chunk_size: 2
     chunk_latency: 10ms
+    hold_after: 3
+    hold_until: `+strconv.Quote(release)+`
   - content:
       - text: "Done reading; nothing is planned yet, so here is a fresh start."
     chunk_size: 2
@@ -339,6 +344,9 @@ answers:
 	}
 	if kills != 1 {
 		t.Fatalf("%d hub connections found, want 1", kills)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	rest := live.until(t, isDone)
 	var storedEvs []sseEvent

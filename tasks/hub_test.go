@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,17 +356,29 @@ func TestSlowWatcherIsDroppedAsLagging(t *testing.T) {
 	const n = tasks.WatchBuffer + 200
 	outs := e.store(t, tr, n)
 	done := make(chan []store.Output)
+	var read atomic.Int64
 	go func() {
 		var got []store.Output
 		for o := range fast.Outputs() {
 			got = append(got, o)
+			read.Store(int64(len(got)))
 			if len(got) == n {
 				break
 			}
 		}
 		done <- got
 	}()
-	e.pub.Publish(context.Background(), outs...)
+	// Published in steps the fast watcher reads before the next, so it is
+	// never far behind however slow the machine; the slow one falls behind
+	// by all of them.
+	const step = 100
+	for i := 0; i < n; i += step {
+		end := min(i+step, n)
+		e.pub.Publish(context.Background(), outs[i:end]...)
+		storetest.WaitFor(t, fmt.Sprintf("the fast watcher to read %d outputs", end), func() bool {
+			return read.Load() >= int64(end) || fast.Err() != nil
+		})
+	}
 	select {
 	case <-slow.Done():
 	case <-time.After(storetest.WaitTimeout):

@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -100,14 +103,18 @@ func TestCancelAcceptsAnUpperCaseTurnID(t *testing.T) {
 // turn is handed back and resumes instead of ending as cancelled.
 func TestAsynqCancelHandsTheTurnBack(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, `
+	// The answer holds after its first deltas until the turn has resumed.
+	release := filepath.Join(t.TempDir(), "release")
+	e := newEnv(t, fmt.Sprintf(`
 loop: true
 answers:
   - chunk_size: 2
-    chunk_latency: 200ms
+    chunk_latency: 20ms
+    hold_after: 2
+    hold_until: %q
     content:
-      - text: "An answer that takes about five seconds to stream, long enough to be cut."
-`)
+      - text: "An answer that streams in small pieces and holds, so that it is cut."
+`, release))
 	e.start()
 	s := e.session()
 	turn := e.send(s, "hello").Turn
@@ -123,6 +130,7 @@ answers:
 		}
 		return attempts() >= 2
 	})
+	must(t, os.WriteFile(release, nil, 0o600))
 	outs := e.waitDone(s, turn)
 	if done := outs[len(outs)-1]; done.Text != "end_turn" {
 		t.Fatalf("done %q, want end_turn: %v", done.Text, types(outs))

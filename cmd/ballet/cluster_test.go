@@ -24,7 +24,9 @@ import (
 )
 
 // clusterScript: a message calls list_runnable, then the answer streams in
-// chunks; "think slowly" streams a long answer, to be cancelled.
+// chunks; "think slowly" streams the start of an answer and then holds
+// until a file exists at the path formatted in, one nobody creates: only a
+// cancel ends it, however slow the machine.
 const clusterScript = `
 loop: true
 answers:
@@ -36,6 +38,8 @@ answers:
   - match: '^think slowly'
     chunk_size: 1
     chunk_latency: 50ms
+    hold_after: 5
+    hold_until: %q
     content:
       - text: "This one takes a long time to think through, one character after another, so that it is cancelled long before its end arrives."
   - content:
@@ -190,7 +194,7 @@ func (w *clusterSeen) add(o rpcclient.Output) {
 // every accepted turn ended exactly once with contiguous outputs, no tool
 // call ran twice, and the watchers saw every stored output.
 func TestClusterOfSeveralProcesses(t *testing.T) {
-	script := writeFile(t, clusterScript)
+	script := writeFile(t, fmt.Sprintf(clusterScript, filepath.Join(t.TempDir(), "never")))
 	c, token := startCluster(t, "BALLET_GATEWAY_FAKE="+script, "BALLET_WORKER_LEASE=3s",
 		"BALLET_WORKER_TASK_CHECK_INTERVAL=20ms", "BALLET_WORKER_SHUTDOWN_TIMEOUT=1s", "BALLET_SERVER_SHUTDOWN_TIMEOUT=1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,9 @@ import (
 	"github.com/balletplanner/ballet/api/rpcclient"
 )
 
+// realtimeScript answers at once, then streams the start of a slow answer
+// that holds until a file exists at the path formatted in, one nobody
+// creates: only a cancel ends it, however slow the machine.
 const realtimeScript = `
 answers:
   - content:
@@ -18,6 +23,8 @@ answers:
       - text: "This one takes a long time to think through, one character after another, so that it can be cancelled halfway."
     chunk_size: 1
     chunk_latency: 50ms
+    hold_after: 3
+    hold_until: %q
 `
 
 // TestRealtimeAcrossTwoAPIProcesses sends on one api process and watches
@@ -25,7 +32,7 @@ answers:
 // sent on the first is cancelled through the second.
 func TestRealtimeAcrossTwoAPIProcesses(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, realtimeScript)
+	s := newStack(t, fmt.Sprintf(realtimeScript, filepath.Join(t.TempDir(), "never")))
 	s.env = append(s.env, "BALLET_AUTH_MODE=token")
 	token, _, err := s.db.CreateAPIToken(context.Background(), "ann@example.com", "realtime", time.Hour)
 	must(t, err)

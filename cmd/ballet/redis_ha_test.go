@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,9 @@ import (
 )
 
 // burstScript answers each burst message with a tool call and then a short
-// streamed text, and a "think" message with a long slow stream to cancel.
+// streamed text, and a "think" message with the start of a slow stream that
+// then holds until a file exists at the path formatted in, one nobody
+// creates: only a cancel ends it, however slow the machine.
 const burstScript = `
 answers:
   - match: 'tool_result list_runnable'
@@ -34,6 +37,8 @@ answers:
   - match: '^think'
     chunk_size: 1
     chunk_latency: 50ms
+    hold_after: 3
+    hold_until: %q
     content:
       - text: "This takes a long time to think through, one character after another, so that it is cancelled halfway through."
 `
@@ -66,7 +71,7 @@ func haStack(t *testing.T, rc tasks.RedisConfig, env ...string) (*stack, *tasks.
 	must(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	names := tasks.Names{Namespace: rc.Namespace}
-	s := newStack(t, burstScript)
+	s := newStack(t, fmt.Sprintf(burstScript, filepath.Join(t.TempDir(), "never")))
 	pub := s.onRedis(rdb, names, env...)
 	s.worker()
 	s.worker()
