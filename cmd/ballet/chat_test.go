@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +17,11 @@ import (
 
 // chatScript is the model of the chat tests: a message asking to go slow
 // streams for a long while; any other one searches the plan, then answers
-// in Markdown.
+// in Markdown, once a file exists at the path formatted in.
 var chatScript = `name: chat
 answers:
   - match: '\[tool_result search_project\]'
+    hold_until: %q
     content:
       - text: "Nothing about **auth** yet: I found no matching items."
   - match: '(?i)slow'
@@ -36,14 +39,17 @@ answers:
 type chatStack struct {
 	url, token string
 	rest       client
+	// release is the file the model's answers after a search wait for.
+	release string
 }
 
 func newChatStack(t *testing.T) chatStack {
 	t.Helper()
 	script := filepath.Join(t.TempDir(), "chat.yaml")
-	must(t, os.WriteFile(script, []byte(chatScript), 0o600))
+	release := filepath.Join(t.TempDir(), "release")
+	must(t, os.WriteFile(script, []byte(fmt.Sprintf(chatScript, release)), 0o600))
 	p, token, _ := startDemoServe(t, script, "BALLET_WORKER_TASK_CHECK_INTERVAL=20ms")
-	s := chatStack{url: "http://" + p.addr, token: token}
+	s := chatStack{url: "http://" + p.addr, token: token, release: release}
 	s.rest = client{t: t, base: s.url + "/api/v1", token: token}
 	return s
 }
@@ -69,6 +75,8 @@ func TestChat(t *testing.T) {
 		return len(list.Items)
 	}
 	before := sessions()
+	known, err := s.sessionIDs()
+	must(t, err)
 	t.Run("refusals", func(t *testing.T) {
 		cases := []struct {
 			name string
@@ -105,7 +113,12 @@ func TestChat(t *testing.T) {
 		dir := t.TempDir()
 		must(t, os.MkdirAll(filepath.Join(dir, ".dev"), 0o700))
 		must(t, os.WriteFile(filepath.Join(dir, demoTokenFile), []byte(s.token+"\n"), 0o600))
+		// The first turn answers once the second line is queued behind it.
+		stop := make(chan struct{})
+		released := s.releaseOnceQueued(known, 2, stop)
 		out, stderr, code := runChatIn(t, dir, nil, "find auth\n\nthanks\n", "--url", s.url, "--project", "DEMO")
+		close(stop)
+		must(t, <-released)
 		if code != 0 {
 			t.Fatalf("exit %d: %s\n%s", code, stderr, out)
 		}
@@ -133,6 +146,7 @@ func TestChat(t *testing.T) {
 	// summary; Ctrl-C cancels a long turn and a second one quits. Opened
 	// again, the session shows its history.
 	t.Run("terminal", func(t *testing.T) {
+		must(t, os.WriteFile(s.release, nil, 0o600)) // no hold here
 		var sess struct{ ID string }
 		if st := s.rest.do("POST", "/projects/DEMO/planner/sessions", map[string]any{"title": "terminal test"}, &sess); st != 201 {
 			t.Fatalf("create session: %d", st)
@@ -246,3 +260,84 @@ func (p pane) waitFor(what string, want ...string) {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// sessionIDs lists the ids of DEMO's sessions, with an error instead of a
+// failed test, for a goroutine.
+func (s chatStack) sessionIDs() (map[string]bool, error) {
+	var list struct{ Items []struct{ ID string } }
+	if err := s.getJSON("/projects/DEMO/planner/sessions", &list); err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, it := range list.Items {
+		ids[it.ID] = true
+	}
+	return ids, nil
+}
+
+// releaseOnceQueued creates the file the model's answers wait for once one
+// of DEMO's sessions not in known holds n queued outputs, or returns when
+// stop closes. It reports on the channel: nil once released or stopped, an
+// error when it gave up (and released all the same, so nothing hangs).
+func (s chatStack) releaseOnceQueued(known map[string]bool, n int, stop <-chan struct{}) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		ok := storetest.Poll(storetest.WaitTimeout, func() bool {
+			select {
+			case <-stop:
+				err = nil
+				return true
+			default:
+			}
+			var ids map[string]bool
+			if ids, err = s.sessionIDs(); err != nil {
+				return false
+			}
+			for id := range ids {
+				var outs struct{ Items []struct{ Type string } }
+				if known[id] {
+					continue
+				}
+				if err = s.getJSON("/planner/sessions/"+id+"/outputs", &outs); err != nil {
+					return false
+				}
+				queued := 0
+				for _, o := range outs.Items {
+					if o.Type == "queued" {
+						queued++
+					}
+				}
+				if queued >= n {
+					err = os.WriteFile(s.release, nil, 0o600)
+					return true
+				}
+			}
+			return false
+		})
+		if !ok {
+			err = fmt.Errorf("no new session of DEMO with %d queued outputs within %s (last error: %v)", n, storetest.WaitTimeout, err)
+			_ = os.WriteFile(s.release, nil, 0o600)
+		}
+		errc <- err
+	}()
+	return errc
+}
+
+// getJSON decodes the answer to a GET of the api path into out.
+func (s chatStack) getJSON(path string, out any) error {
+	req, err := http.NewRequest(http.MethodGet, s.url+"/api/v1"+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d", path, res.StatusCode)
+	}
+	return json.NewDecoder(res.Body).Decode(out)
+}
