@@ -88,6 +88,20 @@ func (e *env) attempts(turn string) (n int) {
 	return n
 }
 
+// wantAnsweredInOneAttempt waits for a one-answer turn's done and fails the
+// test unless it answered and ended end_turn in its first attempt; why says
+// what a second attempt would mean.
+func (e *env) wantAnsweredInOneAttempt(session, turn, why string) {
+	e.t.Helper()
+	outs := e.waitDone(session, turn)
+	if got := strings.Join(types(outs), ","); got != "queued,started,message,done" || outs[len(outs)-1].Text != store.ReasonEndTurn {
+		e.t.Fatalf("outputs %s (done %q), want queued,started,message,done (end_turn)", got, outs[len(outs)-1].Text)
+	}
+	if n := e.attempts(turn); n != 1 {
+		e.t.Fatalf("%d attempts, want 1: %s", n, why)
+	}
+}
+
 // A turn cut off by the drain hands its lease back before the worker's
 // Postgres pool is closed, so another worker resumes it at once instead of
 // after the lease, and nothing fails on a closed pool.

@@ -58,13 +58,7 @@ func TestLeaseIsRenewedWhileTheModelIsSlow(t *testing.T) {
 		return e.leaseExpiresAt(s).After(first.Add(time.Second))
 	})
 	must(t, os.WriteFile(release, nil, 0o600))
-	outs := e.waitDone(s, turn)
-	if got := strings.Join(types(outs), ","); got != "queued,started,message,done" || outs[len(outs)-1].Text != "end_turn" {
-		t.Fatalf("outputs %s (done %q), want queued,started,message,done (end_turn)", got, outs[len(outs)-1].Text)
-	}
-	if n := e.attempts(turn); n != 1 {
-		t.Fatalf("%d attempts, want 1: the lease ran out under the turn", n)
-	}
+	e.wantAnsweredInOneAttempt(s, turn, "the lease ran out under the turn")
 }
 
 // A turn whose lease another worker took over stops at its next renewal,

@@ -191,13 +191,7 @@ func TestModelCallsAreMadeAgainWhenTheGatewayHangsUp(t *testing.T) {
 	back := fakellm.New(fakellm.MustParse(script))
 	must(t, back.StartOn(down.addr))
 	t.Cleanup(back.Close)
-	outs := e.waitDone(s, turn)
-	if got := strings.Join(types(outs), ","); got != "queued,started,message,done" || outs[len(outs)-1].Text != store.ReasonEndTurn {
-		t.Fatalf("outputs %s, done %q; want queued,started,message,done and end_turn", got, outs[len(outs)-1].Text)
-	}
-	if n := e.attempts(turn); n != 1 {
-		t.Fatalf("%d attempts, want 1: the retries are the attempt's own", n)
-	}
+	e.wantAnsweredInOneAttempt(s, turn, "the retries are the attempt's own")
 }
 
 // After worker.model_retries the attempt fails and the turn resumes, as
