@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/balletplanner/ballet/internal/cputime"
 )
 
 // BenchmarkGatewayOverhead streams the same answer from the fake upstream
@@ -71,7 +71,7 @@ answers:
 					totalSum.Add(int64(total))
 				}
 				b.ResetTimer()
-				cpu0 := processCPU(b)
+				cpu0 := cputime.Process()
 				if streams == 1 {
 					for b.Loop() {
 						run()
@@ -84,19 +84,10 @@ answers:
 						}
 					})
 				}
-				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 				b.ReportMetric(float64(ttfbSum.Load())/float64(b.N), "ttfb-ns/call")
 				b.ReportMetric(float64(totalSum.Load())/float64(b.N), "latency-ns/call")
 			})
 		}
 	}
-}
-
-// processCPU is this process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -9,12 +9,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/balletplanner/ballet/internal/cputime"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -289,16 +289,6 @@ func backendCPU(pid int) time.Duration {
 	return time.Duration(ns)
 }
 
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU(tb testing.TB) time.Duration {
-	tb.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // finishDone finishes the turn of fence with the model's answer "done", as
 // the worker does after its last round.
 func finishDone(ctx context.Context, db *store.DB, fence store.Fence) error {
@@ -311,11 +301,11 @@ func finishDone(ctx context.Context, db *store.DB, fence store.Fence) error {
 // loop runs turns for b's loop and reports the Postgres backend's CPU per
 // turn, the test process's, and the statements and round trips.
 func (t *turnBench) loop(b *testing.B) {
-	pgStart, goStart := backendCPU(t.backend), processCPU(b)
+	pgStart, goStart := backendCPU(t.backend), cputime.Process()
 	for b.Loop() {
 		t.turn()
 	}
-	pgCPU, goCPU := backendCPU(t.backend)-pgStart, processCPU(b)-goStart
+	pgCPU, goCPU := backendCPU(t.backend)-pgStart, cputime.Process()-goStart
 	trips, statements := t.counter.take()
 	if pgCPU >= 0 {
 		b.ReportMetric(float64(pgCPU.Microseconds())/float64(b.N), "pg-cpu-µs/turn")

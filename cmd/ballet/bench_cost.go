@@ -8,11 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/balletplanner/ballet/internal/cputime"
 )
 
 // turnCost is what one mode's turns cost, from the samples around them.
@@ -74,7 +75,7 @@ func (m *costMeter) begin(ctx context.Context) error {
 		return err
 	}
 	m.driver = m.counter.counts()
-	m.goCPU, m.modelCPU = processCPU(), m.model.cpu()
+	m.goCPU, m.modelCPU = cputime.Process(), m.model.cpu()
 	m.start = time.Now()
 	return nil
 }
@@ -83,7 +84,7 @@ func (m *costMeter) begin(ctx context.Context) error {
 func (m *costMeter) stop(ctx context.Context, turns int) error {
 	c := &m.cost
 	c.turns, c.took = turns, time.Since(m.start)
-	c.goCPU, c.modelCPU = processCPU()-m.goCPU, m.model.cpu()-m.modelCPU
+	c.goCPU, c.modelCPU = cputime.Process()-m.goCPU, m.model.cpu()-m.modelCPU
 	d := m.counter.counts()
 	c.driver = pgCounts{d.statements - m.driver.statements, d.roundTrips - m.driver.roundTrips,
 		d.commits - m.driver.commits, d.connects - m.driver.connects}
@@ -134,15 +135,6 @@ func (m *costMeter) finish(ctx context.Context) (turnCost, error) {
 	}
 	m.cost.commits = n - m.commits
 	return m.cost, nil
-}
-
-// processCPU is this process's user + system CPU time (getrusage).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // sampleRedis reads used_cpu_sys + used_cpu_user and the calls of each

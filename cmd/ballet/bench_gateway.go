@@ -26,6 +26,7 @@ import (
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/cputime"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -283,10 +284,10 @@ func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *ben
 	if into != nil {
 		counts = readProcessCounts()
 	}
-	start, cpu := time.Now(), processCPU()
+	start, cpu := time.Now(), cputime.Process()
 	if into != nil {
 		defer func() {
-			into.cpu += processCPU() - cpu
+			into.cpu += cputime.Process() - cpu
 			into.wall += time.Since(start)
 			into.counts = into.counts.add(readProcessCounts().sub(counts))
 		}()

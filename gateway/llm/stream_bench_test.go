@@ -7,11 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/internal/cputime"
 )
 
 // benchStream is a one-round answer as the fake model streams it (keys in
@@ -68,7 +67,7 @@ func BenchmarkClientCall(b *testing.B) {
 	who := Principal{Organization: "0193f9c4-7a8e-7b3c-9d2e-5f6a7b8c9d0e", Session: "0193f9c4-7a8e-7b3c-9d2e-5f6a7b8c9d0f", ActingFor: "alice"}
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := cpuTime()
+	start := cputime.Process()
 	for range b.N {
 		s, err := c.Stream(context.Background(), who, req)
 		if err != nil {
@@ -78,12 +77,5 @@ func BenchmarkClientCall(b *testing.B) {
 			b.Fatal(msg, err)
 		}
 	}
-	b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime is the CPU time of this process so far (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((cputime.Process()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
