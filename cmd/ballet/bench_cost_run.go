@@ -110,6 +110,8 @@ func (o turnBenchOptions) validate() ([]string, error) {
 		return nil, usageError{"bench turns: --sessions: must be at least 1"}
 	case o.messages < 1:
 		return nil, usageError{"bench turns: --messages: must be at least 1"}
+	case o.rounds < 1:
+		return nil, usageError{"bench turns: --rounds: must be at least 1"}
 	case o.latency < 0 || o.memLatency < 0:
 		return nil, usageError{"bench turns: --latency and --memory-latency: must not be negative"}
 	case o.memTurns < 0:

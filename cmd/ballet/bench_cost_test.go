@@ -10,13 +10,14 @@ import (
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
-// TestBenchTurnsCostTable runs a tiny `ballet bench turns` for its per-turn
-// cost table and its fresh databases, not for its figures.
+// TestBenchTurnsCostTable runs a tiny `ballet bench turns` of two rounds for
+// its per-turn cost table, its rounds and its fresh databases, not for its
+// figures.
 func TestBenchTurnsCostTable(t *testing.T) {
 	t.Parallel()
 	url := storetest.URL(t)
 	out, stderr, code := ballet(t, []string{"BALLET_DATABASE_URL=" + url}, "bench", "turns",
-		"--sessions", "2", "--messages", "2", "--memory-turns", "2", "--memory-latency", "200ms")
+		"--sessions", "2", "--messages", "2", "--rounds", "2", "--memory-turns", "2", "--memory-latency", "200ms")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -28,6 +29,10 @@ func TestBenchTurnsCostTable(t *testing.T) {
 		"Redis commands/turn, top 5: ",
 		"of them on TLS); whole server",
 		"### Memory per running turn (queue, 2 sessions × 1 message, model latency 200ms",
+		"## Round 1 of 2 (queue, direct)\n",
+		"## Round 2 of 2 (direct, queue)\n",
+		"### Rounds (2; the order of the modes alternates)\n| round | queue turns/s | direct turns/s | queue ÷ direct |",
+		"\nqueue ÷ direct: median of the rounds ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -48,9 +53,16 @@ func TestBenchTurnsCostTable(t *testing.T) {
 			}
 		}
 	}
+	if rows := regexp.MustCompile(`(?m)^\| (?:1|2|all) \| [0-9]+ \| [0-9]+ \| [0-9]+\.[0-9]{2} \|$`).FindAllString(out, -1); len(rows) != 3 {
+		t.Errorf("want the rows of rounds 1, 2 and all with turns/s and a ratio, got %q:\n%s", rows, out)
+	}
 	names := regexp.MustCompile(`(?m)^(?:queue|direct): database (ballet_bench_[0-9a-f]+)$`).FindAllStringSubmatch(out, -1)
-	if len(names) != 2 || names[0][1] == names[1][1] {
-		t.Fatalf("want a database of its own for each mode, got %q:\n%s", names, out)
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[n[1]] = true
+	}
+	if len(names) != 4 || len(seen) != 4 {
+		t.Fatalf("want a database of its own for each mode in each round, got %q:\n%s", names, out)
 	}
 	db := openURL(t, url)
 	for _, n := range names {
@@ -73,6 +85,7 @@ func TestBenchTurnsRefusals(t *testing.T) {
 		{[]string{"--mode", "queue,nope"}, `bench turns: --mode: unknown mode "nope" (queue, direct)`},
 		{[]string{"--sessions", "0"}, "bench turns: --sessions: must be at least 1"},
 		{[]string{"--messages", "-1"}, "bench turns: --messages: must be at least 1"},
+		{[]string{"--rounds", "0"}, "bench turns: --rounds: must be at least 1"},
 		{[]string{"--memory-turns", "-2"}, "bench turns: --memory-turns: must not be negative"},
 		{[]string{"--latency", "-1s"}, "bench turns: --latency and --memory-latency: must not be negative"},
 		{[]string{"--reuse-database", "--keep-database"}, "--keep-database and --reuse-database exclude each other"},
@@ -85,5 +98,25 @@ func TestBenchTurnsRefusals(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+func TestBenchTurnsRoundHelpers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		round int
+		want  string
+	}{{0, "queue,direct"}, {1, "direct,queue"}, {2, "queue,direct"}} {
+		if got := strings.Join(roundOrder([]string{"queue", "direct"}, tc.round), ","); got != tc.want {
+			t.Errorf("roundOrder(round %d) = %s, want %s", tc.round, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{0.9}, 0.9}, {[]float64{1, 0.8, 0.9}, 0.9}, {[]float64{1, 0.8, 0.9, 0.95}, 0.925}} {
+		if got := median(tc.xs); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
 	}
 }
