@@ -29,6 +29,7 @@ func TestBenchTurnsCostTable(t *testing.T) {
 		"Redis commands/turn, top 5: ",
 		"of them on TLS); whole server",
 		"### Memory per running turn (queue, 2 sessions × 1 message, model latency 200ms",
+		"\nwarm-up: 2 sessions × 1 message in each mode, unmeasured\n",
 		"## Round 1 of 2 (queue, direct)\n",
 		"## Round 2 of 2 (direct, queue)\n",
 		"### Rounds (2; the order of the modes alternates)\n| round | queue turns/s | direct turns/s | queue ÷ direct |",

@@ -54,7 +54,8 @@ func newBenchTurnsCmd() *cobra.Command {
 			"and dropped at the end; beside turns/s it prints the CPU per turn of this process,\n" +
 			"the Postgres backends and Redis (the fake model's apart, not in the total), and the\n" +
 			"statements, round trips, commits, WAL bytes and Redis commands per turn.\n" +
-			"--rounds runs the modes again, in alternating order, for a steadier queue ÷ direct ratio.\n" +
+			"--rounds runs the modes again, in alternating order after an unmeasured warm-up, for a\n" +
+			"steadier queue ÷ direct ratio.\n" +
 			"--memory-turns adds a phase that holds that many turns running at once and prints\n" +
 			"the worker's memory per running turn.",
 		Example: "  ballet bench turns --sessions 200 --messages 10\n" +
@@ -68,7 +69,7 @@ func newBenchTurnsCmd() *cobra.Command {
 	addConfigFlag(c, &o.config)
 	fs.IntVar(&o.sessions, "sessions", 100, "concurrent sessions")
 	fs.IntVar(&o.messages, "messages", 5, "messages sent into each session, one after another")
-	fs.IntVar(&o.rounds, "rounds", 1, "run the modes this many times, in alternating order, and print the queue ÷ direct ratio of each round, its median and the pooled one")
+	fs.IntVar(&o.rounds, "rounds", 1, "run the modes this many times, in alternating order after an unmeasured warm-up, and print the queue ÷ direct ratio of each round, its median and the pooled one")
 	fs.DurationVar(&o.latency, "latency", 0, "the fake model's latency before it answers")
 	fs.StringVar(&o.modes, "mode", "queue,direct", "comma-separated: queue (asynq, the product path) and direct (the loop in-process)")
 	fs.BoolVar(&o.reuseDB, "reuse-database", false, "run on the configured database itself instead of a fresh one per mode")
@@ -115,28 +116,9 @@ func benchTurns(ctx context.Context, o turnBenchOptions, out io.Writer) error {
 	default:
 		fmt.Fprintln(out, "database: a fresh one per mode (ballet_bench_<random>, migrated), dropped at the end")
 	}
-	rounds := make([]turnRound, 0, o.rounds)
-	for r := range o.rounds {
-		order := roundOrder(modes, r)
-		if o.rounds > 1 {
-			fmt.Fprintf(out, "\n## Round %d of %d (%s)\n", r+1, o.rounds, strings.Join(order, ", "))
-		}
-		results := map[string][]turnTimes{}
-		took := map[string]time.Duration{}
-		costs := map[string]turnCost{}
-		pgss := false
-		for _, mode := range order {
-			res, err := runTurnMode(ctx, cfg, o, mode, fake, out)
-			if err != nil {
-				return fmt.Errorf("bench turns (%s): %w", mode, err)
-			}
-			results[mode], took[mode], costs[mode] = res.times, res.took, res.cost
-			pgss = pgss || res.cost.pgssCalls >= 0
-		}
-		fmt.Fprintln(out)
-		printTurnTable(out, results, took)
-		printCostTable(out, costs, pgss)
-		rounds = append(rounds, newTurnRound(results, took))
+	rounds, err := runRounds(ctx, cfg, o, modes, fake, out)
+	if err != nil {
+		return err
 	}
 	if o.rounds > 1 {
 		printRounds(out, rounds)

@@ -1,11 +1,55 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 )
+
+// runRounds runs the modes o.rounds times, in alternating order, printing
+// each round's tables. With more than one round, an unmeasured warm-up of
+// each mode (one message a session) runs first: the first mode of a run
+// otherwise pays for the fake model's and the server's warm-up, and in
+// alternating rounds that is always the same mode.
+func runRounds(ctx context.Context, cfg Config, o turnBenchOptions, modes []string, fake *fakeProcess, out io.Writer) ([]turnRound, error) {
+	if o.rounds > 1 {
+		fmt.Fprintf(out, "\nwarm-up: %d sessions × 1 message in each mode, unmeasured\n", o.sessions)
+		w := o
+		w.messages, w.cpuProfile = 1, ""
+		for _, mode := range modes {
+			if _, err := runTurnMode(ctx, cfg, w, mode, fake, io.Discard); err != nil {
+				return nil, fmt.Errorf("bench turns (%s, warm-up): %w", mode, err)
+			}
+		}
+	}
+	rounds := make([]turnRound, 0, o.rounds)
+	for r := range o.rounds {
+		order := roundOrder(modes, r)
+		if o.rounds > 1 {
+			fmt.Fprintf(out, "\n## Round %d of %d (%s)\n", r+1, o.rounds, strings.Join(order, ", "))
+		}
+		results := map[string][]turnTimes{}
+		took := map[string]time.Duration{}
+		costs := map[string]turnCost{}
+		pgss := false
+		for _, mode := range order {
+			res, err := runTurnMode(ctx, cfg, o, mode, fake, out)
+			if err != nil {
+				return nil, fmt.Errorf("bench turns (%s): %w", mode, err)
+			}
+			results[mode], took[mode], costs[mode] = res.times, res.took, res.cost
+			pgss = pgss || res.cost.pgssCalls >= 0
+		}
+		fmt.Fprintln(out)
+		printTurnTable(out, results, took)
+		printCostTable(out, costs, pgss)
+		rounds = append(rounds, newTurnRound(results, took))
+	}
+	return rounds, nil
+}
 
 // turnRound is one round of `ballet bench turns --rounds`: each mode's
 // turns and the time they took.
