@@ -59,17 +59,19 @@ func (g *numberingGate) do(ctx context.Context, fn func(context.Context) error) 
 }
 
 // run runs n, then the numbering its callers' followers joined meanwhile,
-// if any, in a goroutine of its own.
+// if any, in a goroutine of its own. The gate is idle (or running next)
+// before n's callers return: a caller that returns and calls again never
+// finds n still marked running.
 func (g *numberingGate) run(ctx context.Context, n *numbering, fn func(context.Context) error) {
 	rctx, cancel := context.WithTimeout(ctx, numberingTimeout)
 	n.err = fn(rctx)
 	cancel()
-	close(n.done)
 	g.mu.Lock()
 	next := g.next
 	g.next = nil
 	g.running = next != nil
 	g.mu.Unlock()
+	close(n.done)
 	if next != nil {
 		go g.run(ctx, next, fn)
 	}
