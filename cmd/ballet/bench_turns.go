@@ -59,7 +59,7 @@ func newBenchTurnsCmd() *cobra.Command {
 			"--memory-turns adds a phase that holds that many turns running at once and prints\n" +
 			"the worker's memory per running turn.",
 		Example: "  ballet bench turns --sessions 200 --messages 10\n" +
-			"  ballet bench turns --sessions 200 --messages 10 --rounds 5\n" +
+			"  ballet bench turns --sessions 200 --messages 10 --rounds 6\n" +
 			"  ballet bench turns --mode queue --sessions 10 --messages 1 --memory-turns 1000 --memory-latency 5s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return benchTurns(cmd.Context(), o, cmd.OutOrStdout())

@@ -111,8 +111,9 @@ func printRounds(out io.Writer, rounds []turnRound) {
 		fmt.Fprintln(out, " – |")
 		return
 	}
+	all := pooled.rate("queue") / pooled.rate("direct")
 	fmt.Fprintf(out, " %.2f |\n\nqueue ÷ direct: median of the rounds %.2f, pooled (all turns ÷ all time of each mode) %.2f\n",
-		pooled.rate("queue")/pooled.rate("direct"), median(ratios), pooled.rate("queue")/pooled.rate("direct"))
+		all, median(ratios), all)
 }
 
 func rateCell(r turnRound, mode string) string {
