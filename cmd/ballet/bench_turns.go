@@ -55,7 +55,8 @@ func newBenchTurnsCmd() *cobra.Command {
 			"the Postgres backends and Redis (the fake model's apart, not in the total), and the\n" +
 			"statements, round trips, commits, WAL bytes and Redis commands per turn.\n" +
 			"--rounds runs the modes again, in alternating order after an unmeasured warm-up, for a\n" +
-			"steadier queue ÷ direct ratio.\n" +
+			"steadier queue ÷ direct ratio, printed beside the fake model's CPU ratio (how fast\n" +
+			"the host ran each mode) and the ratio at equal host speed.\n" +
 			"--memory-turns adds a phase that holds that many turns running at once and prints\n" +
 			"the worker's memory per running turn.",
 		Example: "  ballet bench turns --sessions 200 --messages 10\n" +
