@@ -19,7 +19,9 @@ import (
 // directly and through the gateway, at 1 and 200 concurrent streams, and
 // reports per-call latency, time to first byte and the process's CPU time
 // (getrusage: the client and the fake in both, the gateway too through it;
-// not Postgres's share of the usage rows) beside ns/op.
+// not Postgres's share of the usage rows) beside ns/op. The fake shares
+// the process and its GC here; `ballet bench gateway` runs it in a process
+// of its own, as a real upstream is, which a Go benchmark cannot.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	e := newEnv(b, fakellm.MustParse(`
 loop: true

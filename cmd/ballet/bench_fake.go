@@ -24,7 +24,8 @@ type fakeProcess struct {
 	close func()
 }
 
-// cpu is the child's CPU time so far (/proc/<pid>/stat), 0 when unreadable.
+// cpu is the child's CPU time so far (/proc/<pid>/stat, in clock ticks),
+// 0 when unreadable.
 func (f *fakeProcess) cpu() time.Duration {
 	st, err := readProcStat(f.pid)
 	if err != nil {
@@ -33,33 +34,57 @@ func (f *fakeProcess) cpu() time.Duration {
 	return st.cpu
 }
 
+// runTime is the child's CPU time so far to the nanosecond: the run time
+// of its threads (see procRunTime).
+func (f *fakeProcess) runTime() time.Duration {
+	return procRunTime(f.pid)
+}
+
 // startFakeProcess starts ballet fake-llm on a free port of 127.0.0.1 with
 // script ("demo" or a path, see fakellm.Resolve), or when it is "" one text
 // answer "ok" after latency, and waits until it listens.
 func startFakeProcess(ctx context.Context, script string, latency time.Duration) (*fakeProcess, error) {
-	if script != "" {
-		if _, err := fakellm.Resolve(script); err != nil {
-			return nil, fmt.Errorf("bench turns: --script: %w", err)
+	if script == "" {
+		f, err := startFakeScript(ctx, fmt.Sprintf("loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", latency))
+		if err != nil {
+			return nil, fmt.Errorf("bench turns: %w", err)
 		}
+		return f, nil
 	}
+	if _, err := fakellm.Resolve(script); err != nil {
+		return nil, fmt.Errorf("bench turns: --script: %w", err)
+	}
+	f, err := spawnFake(ctx, script)
+	if err != nil {
+		return nil, fmt.Errorf("bench turns: %w", err)
+	}
+	return f, nil
+}
+
+// startFakeScript starts ballet fake-llm with script, the text of a
+// script file, and waits until it listens.
+func startFakeScript(ctx context.Context, script string) (*fakeProcess, error) {
+	f, err := os.CreateTemp("", "ballet-bench-fake-*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("fake model: %w", err)
+	}
+	defer os.Remove(f.Name()) // read once at the child's start
+	_, err = f.WriteString(script)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fake model: %w", err)
+	}
+	return spawnFake(ctx, f.Name())
+}
+
+// spawnFake starts ballet fake-llm on a free port of 127.0.0.1 with the
+// script file at path and waits until it listens.
+func spawnFake(ctx context.Context, script string) (*fakeProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
-	}
-	if script == "" {
-		f, err := os.CreateTemp("", "ballet-bench-fake-*.yaml")
-		if err != nil {
-			return nil, fmt.Errorf("bench turns: fake model: %w", err)
-		}
-		defer os.Remove(f.Name()) // read once at the child's start
-		_, err = fmt.Fprintf(f, "loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", latency)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("bench turns: fake model: %w", err)
-		}
-		script = f.Name()
+		return nil, fmt.Errorf("fake model: %w", err)
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cmd := exec.CommandContext(cctx, exe, "fake-llm", "--addr", "127.0.0.1:0", "--script", script)
@@ -67,13 +92,13 @@ func startFakeProcess(ctx context.Context, script string, latency time.Duration)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+		return nil, fmt.Errorf("fake model: %w", err)
 	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 5 * time.Second // then killed
 	if err := cmd.Start(); err != nil {
 		cancel()
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+		return nil, fmt.Errorf("fake model: %w", err)
 	}
 	f := &fakeProcess{pid: cmd.Process.Pid, close: func() {
 		cancel()
@@ -83,7 +108,7 @@ func startFakeProcess(ctx context.Context, script string, latency time.Duration)
 	// temporary script must outlive the child's start).
 	if f.url, err = readListening(ctx, stdout, 10*time.Second); err != nil {
 		f.close()
-		return nil, fmt.Errorf("bench turns: fake model: %w", err)
+		return nil, fmt.Errorf("fake model: %w", err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }() // until the child exits
 	return f, nil

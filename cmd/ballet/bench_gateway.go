@@ -24,7 +24,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/gateway"
-	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/internal/cputime"
 	"github.com/balletplanner/ballet/store"
@@ -50,14 +49,16 @@ func newBenchGatewayCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "gateway",
 		Short: "added latency and time to first byte of the LLM gateway vs. the upstream alone",
-		Long: `Starts an in-process fake upstream and an in-process gateway (with the
-configured Postgres for credentials and metering; a throwaway organization
-and project are created and deleted again), then streams the same answer
-directly from the fake and through the gateway at each concurrency, and
-prints p50/p95/p99 of the latency and the time to first byte of each, side
-by side with their ratio and the latency the gateway adds; then the CPU
-time of this process per call (getrusage: client, fake and, through the
-gateway, the gateway too) of each target and their ratio.`,
+		Long: `Starts a fake upstream in a process of its own (ballet fake-llm: a real
+upstream never shares the gateway's process) and an in-process gateway
+(with the configured Postgres for credentials and metering; a throwaway
+organization and project are created and deleted again), then streams the
+same answer directly from the fake and through the gateway at each
+concurrency, and prints p50/p95/p99 of the latency and the time to first
+byte of each, side by side with their ratio and the latency the gateway
+adds; then the CPU time per call of each target (this process's, getrusage:
+the client and, through the gateway, the gateway too; plus the fake's, its
+threads' run time from /proc) and their ratio.`,
 		Example: "  ballet bench gateway --concurrency 1,50,200 --requests 2000",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return benchGateway(cmd.Context(), path, conc, requests, profile, cmd.OutOrStdout())
@@ -66,7 +67,7 @@ gateway, the gateway too) of each target and their ratio.`,
 	addConfigFlag(c, &path)
 	c.Flags().StringVar(&conc, "concurrency", "1,200", "concurrent streams, comma-separated levels")
 	c.Flags().IntVar(&requests, "requests", 1000, "calls per target and level (raised to the level when lower)")
-	c.Flags().StringVar(&profile, "cpu-profile", "", "write CPU profiles of the calls through the gateway to `PATH`.<streams>.<round>, of the direct calls to PATH.direct.<streams>.<round> (go tool pprof merges them)")
+	c.Flags().StringVar(&profile, "cpu-profile", "", "write CPU profiles of this process (client and gateway, not the fake) over the calls through the gateway to `PATH`.<streams>.<round>, over the direct calls to PATH.direct.<streams>.<round> (go tool pprof merges them)")
 	return c
 }
 
@@ -122,7 +123,7 @@ func benchGateway(ctx context.Context, path, conc string, requests int, profile 
 // throwaway organization whose credential points the gateway at the fake.
 type gatewayBench struct {
 	db      *store.DB
-	fake    *fakellm.Server
+	fake    *fakeProcess
 	gw      *gateway.Server
 	srv     *http.Server
 	gwURL   string
@@ -147,11 +148,10 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 			e.close()
 		}
 	}()
-	e.fake = fakellm.New(fakellm.MustParse(benchScript))
-	if err := e.fake.Start(); err != nil {
+	if e.fake, err = startFakeScript(ctx, benchScript); err != nil {
 		return nil, err
 	}
-	e.cleanup = append(e.cleanup, e.fake.Close)
+	e.cleanup = append(e.cleanup, e.fake.close)
 
 	// A throwaway organization and project, written directly: they are no
 	// one's activity, so they leave no events and can be deleted again
@@ -176,14 +176,14 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 	_, _ = rand.Read(key)
 	cfg := base
 	// The bench's own fake upstream is the operator's: allow it.
-	cfg.AllowedUpstreams = append(slices.Clone(cfg.AllowedUpstreams), e.fake.URL())
+	cfg.AllowedUpstreams = append(slices.Clone(cfg.AllowedUpstreams), e.fake.url)
 	cfg.SigningKey = benchHex(32)
 	cfg.CredentialsKey, cfg.CredentialsKeyFile = base64.StdEncoding.EncodeToString(key), ""
 	sealer, err := gateway.NewSealer(key)
 	if err != nil {
 		return nil, err
 	}
-	cred := sealer.SealCredential(e.orgID, "", store.ProviderAnthropic, "sk-bench", e.fake.URL(), "bench")
+	cred := sealer.SealCredential(e.orgID, "", store.ProviderAnthropic, "sk-bench", e.fake.url, "bench")
 	if _, err := db.PutCredential(ctx, cred); err != nil {
 		return nil, err
 	}
@@ -202,8 +202,8 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 	e.srv = &http.Server{Handler: e.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	// The gateway's goroutines (its connections' and, dialled from its
 	// handlers, its upstream transport's) carry the profile label
-	// target=gateway, so that --cpu-profile tells them from the client's
-	// and the fake's: go tool pprof -tagfocus target=gateway.
+	// target=gateway, so that --cpu-profile tells them from the client's:
+	// go tool pprof -tagfocus target=gateway.
 	go pprof.Do(context.Background(), pprof.Labels("target", "gateway"), func(context.Context) {
 		e.srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
 	})
@@ -230,10 +230,13 @@ func (e *gatewayBench) close() {
 }
 
 // benchSamples are the latencies and times to first byte of one target,
-// with the process's CPU time and the wall time its rounds took.
+// with the CPU time of this process and of the fake upstream's, and the
+// wall time its rounds took.
 type benchSamples struct {
 	total, ttfb []time.Duration
 	cpu, wall   time.Duration
+	// upstreamCPU is the fake upstream's CPU time over the rounds.
+	upstreamCPU time.Duration
 	// counts are the process's allocations and system calls over the rounds.
 	counts processCounts
 }
@@ -284,10 +287,11 @@ func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *ben
 	if into != nil {
 		counts = readProcessCounts()
 	}
-	start, cpu := time.Now(), cputime.Process()
+	start, cpu, upstream := time.Now(), cputime.Process(), e.fake.runTime()
 	if into != nil {
 		defer func() {
 			into.cpu += cputime.Process() - cpu
+			into.upstreamCPU += e.fake.runTime() - upstream
 			into.wall += time.Since(start)
 			into.counts = into.counts.add(readProcessCounts().sub(counts))
 		}()
@@ -317,7 +321,7 @@ func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *ben
 // measure warms both targets up, then alternates between them in rounds,
 // so that a change in the machine's load affects both alike.
 func (e *gatewayBench) measure(ctx context.Context, c, n int) (direct, viaGateway benchSamples, err error) {
-	for _, base := range []string{e.fake.URL(), e.gwURL} {
+	for _, base := range []string{e.fake.url, e.gwURL} {
 		if err := e.run(ctx, base, c, c, nil); err != nil {
 			return direct, viaGateway, fmt.Errorf("warm-up: %w", err)
 		}
@@ -328,7 +332,7 @@ func (e *gatewayBench) measure(ctx context.Context, c, n int) (direct, viaGatewa
 		if share == 0 {
 			continue
 		}
-		err := e.profiled(fmt.Sprintf("direct.%d.%d", c, r), func() error { return e.run(ctx, e.fake.URL(), c, share, &direct) })
+		err := e.profiled(fmt.Sprintf("direct.%d.%d", c, r), func() error { return e.run(ctx, e.fake.url, c, share, &direct) })
 		if err != nil {
 			return direct, viaGateway, fmt.Errorf("direct: %w", err)
 		}

@@ -32,7 +32,7 @@ func (c processCounts) add(o processCounts) processCounts {
 	return processCounts{c.mallocs + o.mallocs, c.allocBytes + o.allocBytes, c.reads + o.reads, c.writes + o.writes}
 }
 
-// writeCountsTable prints the process's allocations and system calls per
+// writeCountsTable prints this process's allocations and system calls per
 // call of each target, and what the gateway adds.
 func writeCountsTable(w io.Writer, rows []cpuRow) {
 	fmt.Fprintln(w, "| streams | direct allocs/call | gateway allocs/call | added allocs/call | added KB/call | direct reads+writes/call | gateway reads+writes/call | added syscalls/call |")
@@ -51,6 +51,7 @@ func writeCountsTable(w io.Writer, rows []cpuRow) {
 			per(d, reads), per(d, writes), per(g, reads), per(g, writes),
 			per(g, reads)+per(g, writes)-per(d, reads)-per(d, writes))
 	}
-	fmt.Fprintln(w, "\nAllocations (runtime.MemStats) and read/write system calls (syscr, syscw of /proc/self/io) of the whole "+
-		"process over each target's rounds, per call; the usage writer's Postgres batches are in the gateway's.")
+	fmt.Fprintln(w, "\nAllocations (runtime.MemStats) and read/write system calls (syscr, syscw of /proc/self/io) of this "+
+		"process (the client, and the gateway through it; not the fake upstream) over each target's rounds, per call; "+
+		"the usage writer's Postgres batches are in the gateway's.")
 }

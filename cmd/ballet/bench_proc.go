@@ -37,6 +37,26 @@ func readProcStat(pid int) (procStat, error) {
 	}, nil
 }
 
+// procRunTime is the CPU time of a process to the nanosecond: the sum of
+// its living threads' run time (the first field of
+// /proc/<pid>/task/<tid>/schedstat, user and system alike, what getrusage
+// adds up for this process). A thread that exited takes its share with it,
+// which a Go process, whose threads live as long as it does, does not do.
+// 0 when /proc cannot be read.
+func procRunTime(pid int) time.Duration {
+	threads, err := procfs.AllThreads(pid)
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, t := range threads {
+		if st, err := t.Schedstat(); err == nil {
+			total += time.Duration(st.RunningNanoseconds)
+		}
+	}
+	return total
+}
+
 // serverCPU is the CPU of a Postgres server: the postmaster, every living
 // child (backends of all databases, WAL writer, checkpointer, autovacuum)
 // and the children it has reaped. 0 when /proc cannot be read.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +12,8 @@ import (
 )
 
 // TestBenchGatewayPrintsTheTable runs a tiny `ballet bench gateway` for its
-// output and its clean-up, not for its figures.
+// output and its clean-up, not for its figures beyond that the fake
+// upstream's CPU, read from its own process, is in them.
 func TestBenchGatewayPrintsTheTable(t *testing.T) {
 	t.Parallel()
 	url := storetest.URL(t)
@@ -19,9 +22,28 @@ func TestBenchGatewayPrintsTheTable(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	for _, want := range []string{"| streams | metric | direct p50 |", "| 1 | latency |", "| 1 | TTFB |", "| 3 | latency |", "| 3 | TTFB |",
-		"| streams | direct CPU/call | gateway CPU/call | ratio |", "| streams | direct allocs/call | gateway allocs/call |"} {
+		"| streams | direct CPU/call | gateway CPU/call | ratio | added CPU/call | fake upstream's CPU/call, direct / gateway |",
+		"| streams | direct allocs/call | gateway allocs/call |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The fake upstream is a process of its own, and its CPU was read:
+	// above zero through either target, and in both targets' totals.
+	for _, streams := range []string{"1", "3"} {
+		re := regexp.MustCompile(`\| ` + streams + ` \| ([0-9]+) µs \| ([0-9]+) µs \| [0-9.]+× \| -?[0-9]+ µs \| ([0-9]+) / ([0-9]+) µs \|`)
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("no CPU row for %s streams:\n%s", streams, out)
+			continue
+		}
+		n := make([]int, 4)
+		for i := range n {
+			n[i], _ = strconv.Atoi(m[i+1]) // digits, by the pattern
+		}
+		d, g, fd, fg := n[0], n[1], n[2], n[3]
+		if fd == 0 || fg == 0 || fd > d || fg > g {
+			t.Errorf("%s streams: fake upstream %d / %d µs a call of %d / %d µs in all:\n%s", streams, fd, fg, d, g, out)
 		}
 	}
 	// The throwaway organization, with its credential and usage, is gone.
