@@ -239,7 +239,7 @@ func printCostTable(out io.Writer, costs map[string]turnCost, pgss bool) {
 		fmt.Fprintf(out, "  Redis commands/turn, top 5: %s\n", topCommands(c.redisCmds, n, 5))
 	}
 	fmt.Fprint(out, "\nGo CPU: this process (getrusage): worker, load generator, pub/sub reader. "+
-		"Fake model CPU: the ballet fake-llm child process (/proc/<pid>/stat, 10 ms ticks); the model is not Ballet's, so it is not in the total. "+
+		"Fake model CPU: the ballet fake-llm child process (its threads' run time, /proc/<pid>/task/*/schedstat); the model is not Ballet's, so it is not in the total. "+
 		"Postgres CPU: /proc/<pid>/stat of the bench database's backends alive at the end (a backend that exited during the run is missed). "+
 		"Redis CPU and commands: INFO cpu and commandstats of the whole server. "+
 		"WAL bytes: pg_current_wal_lsn() of the whole server. "+

@@ -24,19 +24,9 @@ type fakeProcess struct {
 	close func()
 }
 
-// cpu is the child's CPU time so far (/proc/<pid>/stat, in clock ticks),
-// 0 when unreadable.
+// cpu is the child's CPU time so far to the nanosecond, the run time of
+// its threads (see procRunTime); 0 when unreadable.
 func (f *fakeProcess) cpu() time.Duration {
-	st, err := readProcStat(f.pid)
-	if err != nil {
-		return 0
-	}
-	return st.cpu
-}
-
-// runTime is the child's CPU time so far to the nanosecond: the run time
-// of its threads (see procRunTime).
-func (f *fakeProcess) runTime() time.Duration {
 	return procRunTime(f.pid)
 }
 

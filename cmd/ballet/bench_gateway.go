@@ -287,11 +287,11 @@ func (e *gatewayBench) run(ctx context.Context, base string, c, n int, into *ben
 	if into != nil {
 		counts = readProcessCounts()
 	}
-	start, cpu, upstream := time.Now(), cputime.Process(), e.fake.runTime()
+	start, cpu, upstream := time.Now(), cputime.Process(), e.fake.cpu()
 	if into != nil {
 		defer func() {
 			into.cpu += cputime.Process() - cpu
-			into.upstreamCPU += e.fake.runTime() - upstream
+			into.upstreamCPU += e.fake.cpu() - upstream
 			into.wall += time.Since(start)
 			into.counts = into.counts.add(readProcessCounts().sub(counts))
 		}()

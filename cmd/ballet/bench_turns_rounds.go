@@ -81,8 +81,8 @@ func (r turnRound) rate(mode string) float64 {
 // this tracks how fast the host ran each mode: other load on the same
 // cores moves it most, the mode's own load (its processes' switches and
 // caches) a little. Above 1 when the queue ran on a slower host than the
-// direct loop. ok is false when either mode's model CPU is below the
-// clock tick's resolution.
+// direct loop. ok is false when either mode's model CPU could not be
+// read.
 func (r turnRound) hostRatio() (float64, bool) {
 	q, d := r.modelCPU["queue"], r.modelCPU["direct"]
 	if q <= 0 || d <= 0 || r.turns["queue"] == 0 || r.turns["direct"] == 0 {
@@ -144,7 +144,7 @@ func printRounds(out io.Writer, rounds []turnRound) {
 	fmt.Fprintf(out, " %.2f | %s | %s |\n\nqueue ÷ direct: median of the rounds %.2f, pooled (all turns ÷ all time of each mode) %.2f\n",
 		all, host, at, median(ratios), all)
 	if len(equal) == 0 {
-		fmt.Fprintln(out, "at equal host speed: – (the fake model's CPU is below the clock tick's resolution; run more turns)")
+		fmt.Fprintln(out, "at equal host speed: – (the fake model's CPU could not be read from /proc)")
 		return
 	}
 	mean, se := meanSE(equal)

@@ -42,7 +42,7 @@ func TestPrintRounds(t *testing.T) {
 			},
 		},
 		{
-			name: "model CPU below a clock tick in one round",
+			name: "model CPU not read in one round",
 			rounds: []turnRound{
 				round(4, s(0.5), 0, 4, s(0.4), s(0.01)),
 				round(4, s(0.4), s(0.01), 4, s(0.4), s(0.01)),
@@ -59,7 +59,7 @@ func TestPrintRounds(t *testing.T) {
 			want: []string{
 				"| 1 | 8 | 10 | 0.80 | – | – |\n",
 				"| all | 8 | 10 | 0.80 | – | – |\n",
-				"at equal host speed: – (the fake model's CPU is below the clock tick's resolution; run more turns)\n",
+				"at equal host speed: – (the fake model's CPU could not be read from /proc)\n",
 			},
 		},
 		{
