@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -18,7 +19,10 @@ import (
 // its turn id is published on the cancel channel. This file is the worker's
 // side: the listener cancels the running turn's context with errCancelled
 // at once, and the turn checks the durable flag between steps in case the
-// nudge was lost. Either way the turn ends with outcomeCancelled.
+// nudge was lost. Either way the turn ends with outcomeCancelled. A turn is
+// watched from before its claim (Worker.watch): the claim reads the flag,
+// and a nudge for a cancel committed after that read must find the turn,
+// or a turn in a long model call would not stop until the call ended.
 
 // cancelStore is what a turn reads of its durable cancel flag; the store
 // (*store.DB) provides it.
@@ -76,43 +80,47 @@ func (l *cancelListener) shutdown() {
 	<-l.done
 }
 
-// runningTurns are the turns this worker runs, and how to stop each.
+// runningTurns are the turns this worker runs or is claiming, and how to
+// stop each. One turn can have two entries for a moment: a task of a turn
+// that runs here, delivered again, is watched while its claim finds the
+// turn busy; a cancel stops both.
 type runningTurns struct {
-	mu      sync.Mutex
-	turns   map[string]*runningTurn
-	metrics *metrics
+	mu    sync.Mutex
+	turns map[string][]*runningTurn
 }
 
 // runningTurn is a turn this worker runs, and how to stop it.
 type runningTurn struct{ cancel context.CancelCauseFunc }
 
-func newRunningTurns(m *metrics) *runningTurns {
-	return &runningTurns{turns: map[string]*runningTurn{}, metrics: m}
+func newRunningTurns() *runningTurns {
+	return &runningTurns{turns: map[string][]*runningTurn{}}
 }
 
-// track registers a running turn until the returned func is called.
+// track registers a turn, claimed or about to be, until the returned func
+// is called.
 func (r *runningTurns) track(turn string, cancel context.CancelCauseFunc) func() {
 	rt := &runningTurn{cancel: cancel}
 	r.mu.Lock()
-	r.turns[turn] = rt
+	r.turns[turn] = append(r.turns[turn], rt)
 	r.mu.Unlock()
-	r.metrics.running.Inc()
 	return func() {
 		r.mu.Lock()
-		if r.turns[turn] == rt { // a resumed attempt may have replaced it
+		defer r.mu.Unlock()
+		rts := slices.DeleteFunc(r.turns[turn], func(x *runningTurn) bool { return x == rt })
+		if len(rts) == 0 {
 			delete(r.turns, turn)
+		} else {
+			r.turns[turn] = rts
 		}
-		r.mu.Unlock()
-		r.metrics.running.Dec()
 	}
 }
 
 // cancel stops the turn, if this worker runs it.
 func (r *runningTurns) cancel(turn string, cause error) {
 	r.mu.Lock()
-	rt := r.turns[turn]
+	rts := slices.Clone(r.turns[turn])
 	r.mu.Unlock()
-	if rt != nil {
+	for _, rt := range rts {
 		rt.cancel(cause)
 	}
 }
@@ -121,8 +129,10 @@ func (r *runningTurns) cancel(turn string, cause error) {
 func (r *runningTurns) cancelAll(cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, rt := range r.turns {
-		rt.cancel(cause)
+	for _, rts := range r.turns {
+		for _, rt := range rts {
+			rt.cancel(cause)
+		}
 	}
 }
 

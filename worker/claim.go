@@ -75,20 +75,33 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, logAttrs []any)
 	return claim, true, nil
 }
 
-// hold gives a claimed turn its context, for as long as the worker holds its
-// lease: it ends with errLeaseLost when the lease is lost, errCancelled on a
-// cancel nudge (cancel.go), errTimedOut after the turn timeout. release
-// stops the renewal and waits for one under way; the lease itself is
-// released by the turn's finish, or handed back.
-func (w *Worker) hold(ctx context.Context, f store.Fence) (tctx context.Context, release func()) {
-	tctx, cancel := context.WithCancelCause(ctx)
-	tctx, stopTimer := context.WithTimeoutCause(tctx, w.cfg.TurnTimeout, errTimedOut)
-	untrack := w.running.track(f.Turn, cancel)
+// watch gives a turn about to be claimed its context, and registers it
+// with the cancel listener until unwatch: a cancel nudge (cancel.go) ends
+// wctx with errCancelled, and a lost heartbeat with errLeaseLost. It comes
+// before the claim so that no nudge falls between the claim's read of the
+// cancel flag and the turn's registration.
+func (w *Worker) watch(ctx context.Context, turn string) (wctx context.Context, cancel context.CancelCauseFunc, unwatch func()) {
+	wctx, cancel = context.WithCancelCause(ctx)
+	untrack := w.running.track(turn, cancel)
+	return wctx, cancel, func() {
+		untrack()
+		cancel(nil)
+	}
+}
+
+// hold gives a claimed turn, watched in wctx with cancel, its context for as
+// long as the worker holds its lease: it ends with errLeaseLost when the
+// lease is lost, errCancelled on a cancel nudge, errTimedOut after the turn
+// timeout. release stops the renewal and waits for one under way; the
+// lease itself is released by the turn's finish, or handed back.
+func (w *Worker) hold(wctx context.Context, cancel context.CancelCauseFunc, f store.Fence) (tctx context.Context, release func()) {
+	tctx, stopTimer := context.WithTimeoutCause(wctx, w.cfg.TurnTimeout, errTimedOut)
+	w.metrics.running.Inc()
 	r := w.renewLease(tctx, f, cancel)
 	return tctx, func() {
 		cancel(nil) // ends a renewal under way before we wait for it
 		r.stop()
-		untrack()
+		w.metrics.running.Dec()
 		stopTimer()
 	}
 }

@@ -35,12 +35,17 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 		ctx = llm.WithRequestID(ctx, p.RequestID)
 		attrs = append(attrs, slog.String("request_id", p.RequestID))
 	}
+	// Watched for cancel nudges before the claim: a cancel committed after
+	// the claim read the turn's cancel flag still finds it (cancel.go).
+	wctx, cancel, unwatch := w.watch(ctx, p.Turn)
+	defer unwatch()
 	claim, ok, err := w.claim(ctx, p, attrs)
 	if !ok {
 		return err
 	}
+	hooksFor(p.Session).afterClaim(p.Turn)
 	log := w.log.With(append(attrs, slog.Int64("fence", claim.Fence.Token))...)
-	tctx, release := w.hold(ctx, claim.Fence)
+	tctx, release := w.hold(wctx, cancel, claim.Fence)
 	defer release()
 	a, err := w.run(ctx, tctx, claim, log)
 	if a == nil {

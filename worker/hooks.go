@@ -5,10 +5,13 @@ import (
 	"sync"
 )
 
-// toolHooks stop a turn at the points of a tool call where a crash or a
-// concurrent change matters. Tests set them per session; in production
-// there are none.
+// toolHooks stop a turn at the points of a tool call, or of its claim,
+// where a crash or a concurrent change matters. Tests set them per
+// session; in production there are none.
 type toolHooks struct {
+	// AfterClaim runs once a turn's claim committed, before the turn's
+	// first step.
+	AfterClaim func(turnID string)
 	// BeforeCommit runs after a writing tool's effect, inside its
 	// transaction, before its result is stored; an error rolls both back.
 	BeforeCommit func(ctx context.Context, toolUseID string) error
@@ -31,6 +34,12 @@ func (h *toolHooks) beforeCommit(ctx context.Context, toolUseID string) error {
 		return nil
 	}
 	return h.BeforeCommit(ctx, toolUseID)
+}
+
+func (h *toolHooks) afterClaim(turnID string) {
+	if h != nil && h.AfterClaim != nil {
+		h.AfterClaim(turnID)
+	}
 }
 
 func (h *toolHooks) afterResult(toolUseID string) {

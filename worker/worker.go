@@ -119,7 +119,7 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	_, _ = rand.Read(suffix)
 	w := &Worker{cfg: cfg, planner: planner, shutdown: shutdown, d: d, log: d.Log, metrics: m,
 		id:      fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(suffix)),
-		running: newRunningTurns(m),
+		running: newRunningTurns(),
 		turns:   d.DB, transcript: d.DB, toolCalls: d.DB, principals: d.DB, flags: d.DB, promptDB: d.DB, toolDB: d.DB}
 	// The worker never sends: it only enqueues a session's next turn.
 	w.planners = tasks.NewPlanner(d.DB, d.Queue, d.Publisher, tasks.NoQueueLimits, d.Log)
