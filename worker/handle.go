@@ -43,7 +43,7 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 	if !ok {
 		return err
 	}
-	hooksFor(p.Session).afterClaim(p.Turn)
+	hooksFor(p.Session).afterClaim(wctx, p.Turn)
 	log := w.log.With(append(attrs, slog.Int64("fence", claim.Fence.Token))...)
 	tctx, release := w.hold(wctx, cancel, claim.Fence)
 	defer release()

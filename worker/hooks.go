@@ -10,8 +10,8 @@ import (
 // session; in production there are none.
 type toolHooks struct {
 	// AfterClaim runs once a turn's claim committed, before the turn's
-	// first step.
-	AfterClaim func(turnID string)
+	// first step; ctx is the turn's watch, which a cancel nudge ends.
+	AfterClaim func(ctx context.Context, turnID string)
 	// BeforeCommit runs after a writing tool's effect, inside its
 	// transaction, before its result is stored; an error rolls both back.
 	BeforeCommit func(ctx context.Context, toolUseID string) error
@@ -36,9 +36,9 @@ func (h *toolHooks) beforeCommit(ctx context.Context, toolUseID string) error {
 	return h.BeforeCommit(ctx, toolUseID)
 }
 
-func (h *toolHooks) afterClaim(turnID string) {
+func (h *toolHooks) afterClaim(ctx context.Context, turnID string) {
 	if h != nil && h.AfterClaim != nil {
-		h.AfterClaim(turnID)
+		h.AfterClaim(ctx, turnID)
 	}
 }
 
