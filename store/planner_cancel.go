@@ -67,7 +67,7 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 				res.Running = append(res.Running, t.ID)
 				continue
 			}
-			outs, next, err := finishTurn(ctx, tx, t.Turn, TurnOutcome{Status: TurnCancelled, Reason: ReasonCancelled})
+			outs, next, err := db.finishTurn(ctx, tx, t.Turn, TurnOutcome{Status: TurnCancelled, Reason: ReasonCancelled})
 			if err != nil {
 				return err
 			}

@@ -106,11 +106,11 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			return nil
 		case t.CancelRequested && t.Status == TurnQueued:
 			c.State = ClaimCancelled
-			c.Outputs, c.Next, err = finishTurn(ctx, tx, t, TurnOutcome{Status: TurnCancelled, Reason: ReasonCancelled})
+			c.Outputs, c.Next, err = db.finishTurn(ctx, tx, t, TurnOutcome{Status: TurnCancelled, Reason: ReasonCancelled})
 			return err
 		case t.Attempts >= MaxTurnAttempts:
 			c.State = ClaimFailed
-			c.Outputs, c.Next, err = finishTurn(ctx, tx, t, TurnOutcome{Status: TurnFailed, Reason: ReasonError,
+			c.Outputs, c.Next, err = db.finishTurn(ctx, tx, t, TurnOutcome{Status: TurnFailed, Reason: ReasonError,
 				Err: fmt.Sprintf("The turn was stopped after %d attempts that did not complete. Send a new message to try again.", t.Attempts)})
 			return err
 		}

@@ -22,8 +22,9 @@ type TurnOutcome struct {
 
 // finishTurn ends a turn in the caller's transaction (which holds the session
 // row): an optional error output, then exactly one done output; the lease is
-// released; next is the session's next queued turn, to enqueue after commit.
-func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, o TurnOutcome) ([]Output, string, error) {
+// released; the session's next queued turn is made ready, and next names it
+// when it was dispatched too (direct dispatch), to enqueue after commit.
+func (db *DB) finishTurn(ctx context.Context, tx pgx.Tx, t Turn, o TurnOutcome) ([]Output, string, error) {
 	tag, err := tx.Exec(ctx, `UPDATE planner_turns SET status = $2, done_reason = $3, finished_at = now()
 		WHERE id = $1 AND finished_at IS NULL`, t.ID, string(o.Status), o.Reason)
 	if err != nil {
@@ -50,19 +51,25 @@ func finishTurn(ctx context.Context, tx pgx.Tx, t Turn, o TurnOutcome) ([]Output
 	// runs (it enqueues its successor when it ends). It is marked enqueued
 	// here; if the enqueue is lost, the sweeper finds it by its age.
 	var next string
-	err = tx.QueryRow(ctx, nextTurnEnqueue, t.Session).Scan(&next)
+	var dispatched bool
+	err = tx.QueryRow(ctx, nextTurnEnqueue, t.Session, db.direct).Scan(&next, &dispatched)
 	if err != nil && err != pgx.ErrNoRows {
 		return nil, "", err
+	}
+	if !dispatched {
+		next = ""
 	}
 	return outs, next, nil
 }
 
-// nextTurnEnqueue marks the session's next queued turn enqueued, unless a
-// turn still runs, and returns it.
-const nextTurnEnqueue = `UPDATE planner_turns SET enqueued_at = now() WHERE id = (
+// nextTurnEnqueue marks the session's next queued turn ready, unless a
+// turn still runs, and with direct dispatch ($2) dispatched too; it returns
+// the turn and whether it is dispatched (then its task is to be enqueued).
+const nextTurnEnqueue = `UPDATE planner_turns SET ready_at = COALESCE(ready_at, now()),
+			enqueued_at = CASE WHEN $2 THEN now() ELSE enqueued_at END WHERE id = (
 			SELECT id FROM planner_turns WHERE session_id = $1 AND status = 'queued' AND finished_at IS NULL ORDER BY position LIMIT 1)
 		AND NOT EXISTS (SELECT 1 FROM planner_turns WHERE session_id = $1 AND status = 'running' AND finished_at IS NULL)
-		RETURNING id`
+		RETURNING id, enqueued_at IS NOT NULL AND $2`
 
 // finishWrite ends running turn $1 with status $2, reason $3 and $4 more
 // rounds, and stores its outputs (outputRows: $5 to $10) only if it did: its
@@ -96,7 +103,7 @@ func (db *DB) FinishTurn(ctx context.Context, f Fence, o TurnOutcome, last *Mess
 	var outs []Output
 	var next string
 	err := db.txPipelined(ctx, func(tx pgx.Tx) (err error) {
-		outs, next, err = finishFenced(ctx, tx, f, o, last)
+		outs, next, err = db.finishFenced(ctx, tx, f, o, last)
 		return err
 	})
 	if errors.Is(err, errTurnNotRunning) {
@@ -114,7 +121,7 @@ func (db *DB) FinishTurn(ctx context.Context, f Fence, o TurnOutcome, last *Mess
 			if err != nil {
 				return err
 			}
-			outs, next, err = finishTurn(ctx, tx, t, o)
+			outs, next, err = db.finishTurn(ctx, tx, t, o)
 			outs = append(stored, outs...)
 			return err
 		})
@@ -135,7 +142,7 @@ var errTurnNotRunning = errors.New("store: the lease's turn is not running")
 // one statement (finishWrite), the message's event, and the session's next
 // turn marked enqueued. errTurnNotRunning, and nothing written, when the
 // turn is not running.
-func finishFenced(ctx context.Context, tx pgx.Tx, f Fence, o TurnOutcome, last *Message) ([]Output, string, error) {
+func (db *DB) finishFenced(ctx context.Context, tx pgx.Tx, f Fence, o TurnOutcome, last *Message) ([]Output, string, error) {
 	var outs []Output
 	w := sessionWrite{Release: true}
 	rounds := 0
@@ -185,9 +192,13 @@ func finishFenced(ctx context.Context, tx pgx.Tx, f Fence, o TurnOutcome, last *
 		queueMessageEvent(b, f, s, m)
 	}
 	var next string
-	b.Queue(nextTurnEnqueue, f.Session).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&next); err != nil && err != pgx.ErrNoRows {
+	b.Queue(nextTurnEnqueue, f.Session, db.direct).QueryRow(func(row pgx.Row) error {
+		var dispatched bool
+		if err := row.Scan(&next, &dispatched); err != nil && err != pgx.ErrNoRows {
 			return err
+		}
+		if !dispatched {
+			next = ""
 		}
 		return nil
 	})

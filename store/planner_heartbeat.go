@@ -8,10 +8,18 @@ import (
 
 // Beat records that worker id is alive until now + timeout; the leases it
 // holds stay live only while its beat does. The row is created on the first
-// beat (and again if it was cleaned up while the worker was away).
+// beat (and again if it was cleaned up while the worker was away). A worker
+// that beats with Beat offers no slots to the dispatcher; see BeatSlots.
 func (db *DB) Beat(ctx context.Context, id string, timeout time.Duration) error {
-	if _, err := db.pool.Exec(ctx, `INSERT INTO planner_workers (id, expires_at) VALUES ($1, now() + $2::interval)
-		ON CONFLICT (id) DO UPDATE SET beat_at = now(), expires_at = EXCLUDED.expires_at`, id, timeout.String()); err != nil {
+	return db.BeatSlots(ctx, id, 0, timeout)
+}
+
+// BeatSlots is Beat for a worker that runs up to slots turns at once: the
+// dispatcher's capacity is the slots of the workers whose beat holds.
+func (db *DB) BeatSlots(ctx context.Context, id string, slots int, timeout time.Duration) error {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO planner_workers (id, expires_at, slots) VALUES ($1, now() + $2::interval, $3)
+		ON CONFLICT (id) DO UPDATE SET beat_at = now(), expires_at = EXCLUDED.expires_at, slots = EXCLUDED.slots`,
+		id, timeout.String(), slots); err != nil {
 		return fmt.Errorf("store: worker beat: %w", err)
 	}
 	return nil

@@ -128,7 +128,8 @@ type SendResult struct {
 	Position int64  `json:"position"`
 	// Queued is the stored queued output, to publish after commit.
 	Queued Output `json:"-"`
-	// Head is true when no turn of the session is ahead: enqueue it now.
+	// Head is true when no turn of the session is ahead and it was
+	// dispatched at once (direct dispatch): enqueue it now.
 	Head bool `json:"-"`
 	// Existing is true when turnID named a turn already sent.
 	Existing bool `json:"-"`
@@ -148,6 +149,29 @@ const MaxMessageRunes = 100000
 // batch. Queue limits read the counters of planner_queue.go; with none set,
 // nothing is counted.
 func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, turnID string, lim QueueLimits) (SendResult, error) {
+	return db.Send(ctx, caller, SendRequest{Session: sessionID, Text: text, Turn: turnID}, lim)
+}
+
+// SendRequest is one human message to send: the session, the text, an
+// optional client turn id and the turn's priority ("" is interactive).
+// RequestID is the api request that sent it, for the turn's task.
+type SendRequest struct {
+	Session   string
+	Text      string
+	Turn      string
+	Priority  string
+	RequestID string
+}
+
+// Send is SendMessage with a priority and a request id.
+func (db *DB) Send(ctx context.Context, caller Caller, req SendRequest, lim QueueLimits) (SendResult, error) {
+	sessionID, text, turnID := req.Session, req.Text, req.Turn
+	if !ValidPriority(req.Priority) {
+		return SendResult{}, Errorf(CodeInvalid, "priority: must be %q or %q, got %q", PriorityInteractive, PriorityBatch, req.Priority)
+	}
+	if req.Priority == "" {
+		req.Priority = PriorityInteractive
+	}
 	if caller.Actor.Kind != ActorHuman {
 		return SendResult{}, Errorf(CodeForbidden, "only a human may send planner messages")
 	}
@@ -167,7 +191,7 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 		return SendResult{}, Errorf(CodeNotFound, "session %q not found", sessionID)
 	}
 	for attempt := 1; ; attempt++ {
-		res, err := db.send(ctx, caller, sessionID, text, turnID, lim)
+		res, err := db.send(ctx, caller, req, turnID, lim)
 		if IsCode(err, CodeNotFound) || IsCode(err, CodeForbidden) {
 			return SendResult{}, err
 		}
@@ -240,12 +264,15 @@ func scanSendAllocation(row pgx.Row, sessionID string) (sendAllocation, error) {
 // statement, counting the session's open turns ahead of it under the session
 // lock: all of them, as every open turn has a lower position than the one
 // inserted. That count is the queued output's position, and the statement's
-// result. A turn with nothing ahead is enqueued right after commit, and
-// marked so here; if that enqueue is lost, the sweeper finds it by its age.
+// result. A turn with nothing ahead is ready ($12: and dispatched, to be
+// enqueued right after commit; if that enqueue is lost, the sweeper finds
+// it by its age); $13 is its priority, $14 the request that sent it.
 const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 		WHERE session_id = $2 AND finished_at IS NULL),
-	turn AS (INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, enqueued_at, client_turn_id)
-		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, $7 FROM ahead),
+	turn AS (INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, ready_at, enqueued_at,
+			client_turn_id, priority, request_id)
+		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, CASE WHEN ahead.n = 0 AND $12 THEN now() END,
+			$7, $13, NULLIF($14, '') FROM ahead),
 	message AS (INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
 		VALUES ($2, $5, 'user', $8, $6, $1))
 	INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
@@ -255,7 +282,8 @@ const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 // send is one transaction of SendMessage. Its first statement takes the
 // session's row lock and reads what the permission check needs; a caller
 // who may not send rolls back before anything is written.
-func (db *DB) send(ctx context.Context, caller Caller, sessionID, text, turnID string, lim QueueLimits) (SendResult, error) {
+func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID string, lim QueueLimits) (SendResult, error) {
+	sessionID, text := req.Session, req.Text
 	var res SendResult
 	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
 		a, err := scanSendAllocation(tx.QueryRow(ctx, sendSession, sessionID, turnID), sessionID)
@@ -293,7 +321,7 @@ func (db *DB) send(ctx context.Context, caller Caller, sessionID, text, turnID s
 		var ahead int64
 		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued}
 		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID,
-			[]Block{{Type: BlockText, Text: text}}, cursor, out, at).QueryRow(func(row pgx.Row) error {
+			[]Block{{Type: BlockText, Text: text}}, cursor, out, at, db.direct, req.Priority, req.RequestID).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&ahead)
 		})
 		if _, err := AppendEvent(ctx, batchQuerier{b}, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,
@@ -308,7 +336,7 @@ func (db *DB) send(ctx context.Context, caller Caller, sessionID, text, turnID s
 			return err
 		}
 		out.Position, out.CreatedAt = &ahead, at
-		res = SendResult{Seq: seq, Turn: id, Position: ahead, Queued: out, Head: ahead == 0}
+		res = SendResult{Seq: seq, Turn: id, Position: ahead, Queued: out, Head: ahead == 0 && db.direct}
 		return nil
 	})
 	if errors.Is(err, errAlreadySent) {

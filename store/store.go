@@ -98,6 +98,8 @@ type DB struct {
 	search searchLimits
 	// numbering shares the numberings readers ask for (events_number.go).
 	numbering numberingGate
+	// direct dispatches a turn as it becomes ready (planner_dispatch.go).
+	direct bool
 }
 
 // Open connects to Postgres and checks that it answers. It warns (through

@@ -10,7 +10,7 @@ import (
 // beatStore is where the heartbeat records that this worker is alive; the
 // store (*store.DB) provides it.
 type beatStore interface {
-	Beat(ctx context.Context, id string, timeout time.Duration) error
+	BeatSlots(ctx context.Context, id string, slots int, timeout time.Duration) error
 	StopBeating(ctx context.Context, id string) error
 }
 
@@ -19,10 +19,12 @@ type beatStore interface {
 // has expired counts as expired: a killed worker's turns resume within the
 // heartbeat timeout, for one write per worker per interval however many
 // turns it runs (the per-turn lease is renewed only every lease/3 and is the
-// fallback when no beat is recorded).
+// fallback when no beat is recorded). Each beat also offers the worker's
+// slots (worker.concurrency) to the dispatcher.
 type heartbeat struct {
 	db       beatStore
 	id       string
+	slots    int
 	interval time.Duration
 	timeout  time.Duration
 	log      *slog.Logger
@@ -34,14 +36,14 @@ type heartbeat struct {
 	done   chan struct{}
 }
 
-func newHeartbeat(db beatStore, id string, interval, timeout time.Duration, log *slog.Logger, lost func()) *heartbeat {
-	return &heartbeat{db: db, id: id, interval: interval, timeout: timeout, log: log, lost: lost}
+func newHeartbeat(db beatStore, id string, slots int, interval, timeout time.Duration, log *slog.Logger, lost func()) *heartbeat {
+	return &heartbeat{db: db, id: id, slots: slots, interval: interval, timeout: timeout, log: log, lost: lost}
 }
 
 // start records the first beat, so that no lease of this worker exists
 // without one, then beats in the background until shutdown.
 func (h *heartbeat) start(ctx context.Context) error {
-	if err := h.db.Beat(ctx, h.id, h.timeout); err != nil {
+	if err := h.db.BeatSlots(ctx, h.id, h.slots, h.timeout); err != nil {
 		return fmt.Errorf("worker: heartbeat: %w", err)
 	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -62,7 +64,7 @@ func (h *heartbeat) run(ctx context.Context) {
 		case <-t.C:
 		}
 		bctx, cancel := context.WithTimeout(ctx, h.timeout)
-		err := h.db.Beat(bctx, h.id, h.timeout)
+		err := h.db.BeatSlots(bctx, h.id, h.slots, h.timeout)
 		cancel()
 		switch {
 		case err == nil:
