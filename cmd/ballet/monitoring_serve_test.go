@@ -67,11 +67,15 @@ func TestMonitoringAgainstServe(t *testing.T) {
 	storetest.WaitFor(t, "the turn counted as completed", func() bool {
 		return p.metric(t, `ballet_planner_turns_total{outcome="completed"}`) == 1
 	})
+	// The dispatcher enqueues the turn's task after the send returns, so a
+	// scrape before that found no planner queue in Redis, and the worker
+	// keeps that lookup for 5s: wait for the queue depth too.
 	var families map[string]string
-	storetest.WaitFor(t, "an embed task counted", func() bool {
+	storetest.WaitFor(t, "an embed task counted and the planner queue depth", func() bool {
 		families = exportedFamilies(p.scrape(t, ""))
-		_, ok := families["ballet_search_embed_tasks_total"]
-		return ok
+		_, embed := families["ballet_search_embed_tasks_total"]
+		_, depth := families["ballet_planner_queue_depth"]
+		return embed && depth
 	})
 
 	rules := readRules(t)
@@ -199,12 +203,16 @@ scrape_configs:
 			t.Errorf("panel %q: query %s: %s %s", q.panel, q.expr, r.Status, r.Error)
 		}
 	}
-	// The series the alerts rest on are there from the start.
+	// The series the alerts rest on are there from the start; serve's one
+	// process counts as a worker for BalletPlannerNoDispatcher, and its
+	// dispatcher leads.
 	for expr, n := range map[string]int{
 		"ballet:llm_budgets:max":                               3,
 		"ballet:rpc_connections:ratio":                         1,
 		`ballet:planner_queue_depth:max{state="pending"}`:      1,
 		`ballet_planner_resumes_total{reason="lease_expired"}`: 1,
+		`ballet_build_info{service=~"worker|serve"}`:           1,
+		"ballet_planner_dispatcher_leader == 1":                1,
 	} {
 		var r vector
 		if !storetest.Poll(storetest.WaitTimeout, func() bool {
