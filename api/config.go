@@ -21,11 +21,16 @@ type Config struct {
 	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
 	// BodyLimit caps request bodies, in bytes.
 	BodyLimit int `toml:"body_limit"`
-	// MaxQueuedTurns caps queued planner turns across all projects; a send
-	// beyond it is refused.
+	// MaxQueuedTurns caps queued planner turns across all projects: once
+	// it is reached, a send is refused if its organization already has its
+	// share of it (by scheduling weight), so the total may exceed it by at
+	// most the sum of the shares.
 	MaxQueuedTurns int `toml:"max_queued_turns"`
 	// MaxQueuedTurnsPerProject caps queued planner turns of one project.
 	MaxQueuedTurnsPerProject int `toml:"max_queued_turns_per_project"`
+	// MaxQueuedTurnsPerOrganization caps queued planner turns of one
+	// organization; an organization's own max_queued_turns overrides it.
+	MaxQueuedTurnsPerOrganization int `toml:"max_queued_turns_per_organization"`
 	// RPCAllowedOrigins are the browser origins (scheme://host[:port])
 	// besides the api's own that may open /rpc; "*" allows every origin.
 	RPCAllowedOrigins []string `toml:"rpc_allowed_origins"`
@@ -56,7 +61,7 @@ type Config struct {
 // DefaultConfig returns the built-in server defaults of SPEC §1.
 func DefaultConfig() Config {
 	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20,
-		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000,
+		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000, MaxQueuedTurnsPerOrganization: 5000,
 		RPCAllowedOrigins: []string{}, RPCMaxConnections: defaultRPCMaxConnections, RPCHeartbeat: defaultRPCHeartbeat,
 		RPCAuthTimeout: defaultRPCAuthTimeout, RPCWriteTimeout: defaultRPCWriteTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
 		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst,
@@ -80,12 +85,16 @@ func (c Config) Validate() error {
 	if c.MaxQueuedTurnsPerProject < 1 {
 		return fmt.Errorf("server.max_queued_turns_per_project: must be at least 1, got %d", c.MaxQueuedTurnsPerProject)
 	}
+	if c.MaxQueuedTurnsPerOrganization < 1 {
+		return fmt.Errorf("server.max_queued_turns_per_organization: must be at least 1, got %d", c.MaxQueuedTurnsPerOrganization)
+	}
 	return c.validateRPC()
 }
 
 // QueueLimits are the caps on queued turns that the api's sends enforce.
 func (c Config) QueueLimits() store.QueueLimits {
-	return store.QueueLimits{Total: c.MaxQueuedTurns, PerProject: c.MaxQueuedTurnsPerProject}
+	return store.QueueLimits{Total: c.MaxQueuedTurns, PerProject: c.MaxQueuedTurnsPerProject,
+		PerOrganization: c.MaxQueuedTurnsPerOrganization}
 }
 
 // Auth modes.

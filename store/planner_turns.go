@@ -119,6 +119,10 @@ func (db *DB) TurnByID(ctx context.Context, id string) (Turn, error) {
 type QueueLimits struct {
 	Total      int
 	PerProject int
+	// PerOrganization caps one organization's queued turns unless its
+	// organizations.max_queued_turns is set (0 there: no cap); see
+	// planner_queue.go for the organization's share of Total.
+	PerOrganization int
 }
 
 // SendResult is what a send tells its caller.
@@ -316,7 +320,7 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		b := &pgx.Batch{}
 		var counts queueCounts
 		if lim.limited() {
-			queueQueuedCounts(b, s.ProjectID, &counts)
+			queueQueuedCounts(b, s, &counts)
 		}
 		var ahead int64
 		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued}
@@ -332,7 +336,7 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		if err := lim.check(s, counts); err != nil {
+		if err := lim.check(ctx, tx, s, counts); err != nil {
 			return err
 		}
 		out.Position, out.CreatedAt = &ahead, at

@@ -38,18 +38,18 @@ func TestLoadConfigLayers(t *testing.T) {
 func TestLoadConfigOwnership(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, "[server]\nmax_queued_turns = 7\nshutdown_timeout = \"3s\"\n[worker]\nshutdown_timeout = \"40s\"\n")
-	cfg, err := LoadConfig(path, []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT=2"})
+	cfg, err := LoadConfig(path, []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT=2", "BALLET_SERVER_MAX_QUEUED_TURNS_PER_ORGANIZATION=4"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Server.QueueLimits(); got.Total != 7 || got.PerProject != 2 {
-		t.Errorf("queue limits %+v, want 7 in all and 2 per project", got)
+	if got := cfg.Server.QueueLimits(); got.Total != 7 || got.PerProject != 2 || got.PerOrganization != 4 {
+		t.Errorf("queue limits %+v, want 7 in all, 2 per project and 4 per organization", got)
 	}
 	if cfg.Server.ShutdownTimeout != 3*time.Second || cfg.Worker.ShutdownTimeout != 40*time.Second {
 		t.Errorf("shutdown timeouts: server %v, worker %v; want 3s and 40s", cfg.Server.ShutdownTimeout, cfg.Worker.ShutdownTimeout)
 	}
 	def := DefaultConfig()
-	if got := def.Server.QueueLimits(); got.Total != 10000 || got.PerProject != 1000 || def.Worker.ShutdownTimeout != 10*time.Second {
+	if got := def.Server.QueueLimits(); got.Total != 10000 || got.PerProject != 1000 || got.PerOrganization != 5000 || def.Worker.ShutdownTimeout != 10*time.Second {
 		t.Errorf("defaults: queue limits %+v, worker.shutdown_timeout %v", got, def.Worker.ShutdownTimeout)
 	}
 }
@@ -105,6 +105,8 @@ func TestLoadConfigRefusals(t *testing.T) {
 			"worker.max_queued_turns_per_project moved to server.max_queued_turns_per_project; set BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT"},
 		{"no queued turns", "[server]\nmax_queued_turns = 0\n", nil, "server.max_queued_turns: must be at least 1, got 0"},
 		{"no queued turns per project", "", []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_PROJECT=0"}, "server.max_queued_turns_per_project: must be at least 1, got 0"},
+		{"no queued turns per organization", "[server]\nmax_queued_turns_per_organization = 0\n", nil, "server.max_queued_turns_per_organization: must be at least 1, got 0"},
+		{"negative queued turns per organization env", "", []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_ORGANIZATION=-1"}, "server.max_queued_turns_per_organization: must be at least 1, got -1"},
 		{"no worker drain", "[worker]\nshutdown_timeout = \"0s\"\n", nil, "worker.shutdown_timeout: must be positive"},
 		{"negative stream recheck", "[server]\nstream_recheck = \"-1s\"\n", nil, "server.stream_recheck: must be positive, got -1s"},
 		{"no embed batch", "[search]\nembed_batch = 0\n", nil, "search.embed_batch: must be 1-2048, got 0"},
