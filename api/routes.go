@@ -10,4 +10,5 @@ func (s *Server) registerV1(r fiber.Router) {
 	s.registerTracker(r)
 	s.registerTenancy(r)
 	s.registerGateway(r)
+	s.registerScheduling(r)
 }

@@ -168,10 +168,11 @@ func newAdminCmd() *cobra.Command {
 			fs.DurationVar(&o.ttl, "ttl", 0, "token lifetime, e.g. 720h; 0 means no expiry")
 		}))
 	token.Commands()[0].Example = "  ballet admin token create --subject demo@example.com --ttl 720h"
-	c := newGroupCmd("admin", "create organizations, projects, role bindings and API tokens",
-		org, project, binding, token, newAdminGatewayTokenCmd())
+	c := newGroupCmd("admin", "create organizations, projects, role bindings and API tokens; scheduling and the backlog",
+		org, project, binding, token, newAdminGatewayTokenCmd(), newAdminSchedulingCmd(), newAdminBacklogCmd())
 	c.Long = "Creates organizations, projects, role bindings and API tokens in the configured\n" +
-		"database (migrating first when database.migrate is set), and mints gateway tokens.\n" +
+		"database (migrating first when database.migrate is set), mints gateway tokens,\n" +
+		"sets scheduling weights and caps, and prints the planner's backlog.\n" +
 		"Every command takes --config FILE and --json."
 	return c
 }
