@@ -62,6 +62,9 @@ type sendRequest struct {
 	// Turn is an optional client-chosen turn id (a UUID): a retry with the
 	// same id is not a second turn.
 	Turn string `json:"turn"`
+	// Priority is interactive (the default) or batch: inside its
+	// organization's share, interactive turns start first.
+	Priority string `json:"priority"`
 }
 
 // sendMessage is the REST twin of planner.send: 202 {seq, turn, position}.
@@ -70,7 +73,8 @@ func (s *Server) sendMessage(c *fiber.Ctx) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, err := s.planner.Send(c.UserContext(), caller(c), c.Params("session"), req.Text, req.Turn)
+	res, err := s.planner.Submit(c.UserContext(), caller(c), store.SendRequest{Session: c.Params("session"),
+		Text: req.Text, Turn: req.Turn, Priority: req.Priority})
 	if err != nil {
 		return err
 	}

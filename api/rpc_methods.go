@@ -76,6 +76,8 @@ type rpcSendParams struct {
 	Session string `json:"session"`
 	Text    string `json:"text"`
 	Turn    string `json:"turn,omitempty"`
+	// Priority is interactive (the default) or batch.
+	Priority string `json:"priority,omitempty"`
 }
 
 type rpcCancelParams struct {
@@ -160,7 +162,8 @@ func (c *rpcConn) plannerCall(ctx context.Context, req rpcRequest) (any, error) 
 		return nil, err
 	}
 	if req.Method == methodSend {
-		return c.srv.planner.Send(ctx, store.HumanCaller(p), session, send.Text, send.Turn)
+		return c.srv.planner.Submit(ctx, store.HumanCaller(p), store.SendRequest{Session: session, Text: send.Text,
+			Turn: send.Turn, Priority: send.Priority})
 	}
 	if _, err := c.srv.planner.Cancel(ctx, store.HumanCaller(p), session, cancel.Turn); err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ const DispatchListenerName = "ballet-dispatch"
 // dispatchLockKey is the advisory lock the leading dispatcher holds on its
 // connection for as long as it leads; a dispatcher killed with its process
 // loses its connection and with it the lock, and a standby takes over.
-const dispatchLockKey int64 = 0x62616c6c6574_02 // "ballet", 2
+const dispatchLockKey int64 = 0x62616c6c6574_03 // "ballet", 3
 
 // Turn priorities (planner_turns.priority): inside one organization's
 // share, interactive turns go first.
@@ -191,23 +191,31 @@ func (c *DispatchConn) Dispatch(ctx context.Context, ids []string) ([]Dispatched
 	return out, nil
 }
 
-// Settings reads the weights and caps of the organizations and projects
-// named.
-func (c *DispatchConn) Settings(ctx context.Context, orgs, projects []string) (map[string]SchedulingSettings, error) {
-	out := make(map[string]SchedulingSettings, len(orgs)+len(projects))
+// ScopeSettings are an organization's or project's key with its weight and
+// caps, as the dispatcher reads them.
+type ScopeSettings struct {
+	Key string
+	SchedulingSettings
+}
+
+// Settings reads the keys, weights and caps of the organizations and
+// projects named.
+func (c *DispatchConn) Settings(ctx context.Context, orgs, projects []string) (map[string]ScopeSettings, error) {
+	out := make(map[string]ScopeSettings, len(orgs)+len(projects))
 	rows, err := c.conn.Query(ctx, `
-		SELECT id::text, scheduling_weight, max_running_turns, max_running_turns_per_human FROM organizations WHERE id = ANY ($1::uuid[])
+		SELECT id::text, key, scheduling_weight, max_running_turns, max_running_turns_per_human
+		FROM organizations WHERE id = ANY ($1::uuid[])
 		UNION ALL
-		SELECT id::text, scheduling_weight, max_running_turns, max_running_turns_per_human FROM projects WHERE id = ANY ($2::uuid[])`,
-		orgs, projects)
+		SELECT id::text, key, scheduling_weight, max_running_turns, max_running_turns_per_human
+		FROM projects WHERE id = ANY ($2::uuid[])`, orgs, projects)
 	if err != nil {
 		return nil, fmt.Errorf("store: scheduling settings: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		var s SchedulingSettings
-		if err := rows.Scan(&id, &s.Weight, &s.MaxRunningTurns, &s.MaxRunningTurnsPerHuman); err != nil {
+		var s ScopeSettings
+		if err := rows.Scan(&id, &s.Key, &s.Weight, &s.MaxRunningTurns, &s.MaxRunningTurnsPerHuman); err != nil {
 			return nil, fmt.Errorf("store: scheduling settings: %w", err)
 		}
 		out[id] = s

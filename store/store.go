@@ -37,6 +37,9 @@ type Config struct {
 	// also calls its Batch, CopyFrom, Prepare and Connect methods where it
 	// has them); benchmarks count statements and round trips with it.
 	Tracer pgx.QueryTracer `toml:"-"`
+	// DirectDispatch dispatches a turn in the statement that makes it ready
+	// (scheduler.mode = "fifo"); see DB.SetDirectDispatch.
+	DirectDispatch bool `toml:"-"`
 	// SearchTimeout is the statement timeout of one search.
 	SearchTimeout time.Duration `toml:"search_timeout"`
 	// SearchMaxConns caps the connections that searches hold at once in
@@ -137,7 +140,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: postgres at %s is unreachable: %w", describe(pc.ConnConfig), err)
 	}
-	db := &DB{pool: pool, search: searchLimitsOf(cfg)}
+	db := &DB{pool: pool, search: searchLimitsOf(cfg), direct: cfg.DirectDispatch}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()

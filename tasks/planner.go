@@ -11,7 +11,7 @@ import (
 // TurnStore is what a Planner needs of Postgres: storing a human message
 // with its turn, and cancelling turns. *store.DB provides it.
 type TurnStore interface {
-	SendMessage(ctx context.Context, caller store.Caller, sessionID, text, turnID string, lim store.QueueLimits) (store.SendResult, error)
+	Send(ctx context.Context, caller store.Caller, req store.SendRequest, lim store.QueueLimits) (store.SendResult, error)
 	CancelTurns(ctx context.Context, caller store.Caller, sessionID, turnID string) (store.CancelResult, error)
 }
 
@@ -40,16 +40,24 @@ func NewPlanner(db TurnStore, queue *Queue, pub *Publisher, limits store.QueueLi
 	return &Planner{db: db, queue: queue, pub: pub, limits: limits, log: log}
 }
 
-// Send stores a human message with its turn, publishes the queued output
-// and enqueues the turn when nothing of the session is ahead of it.
+// Send stores a human message with its turn, interactive, as Submit does.
 func (p *Planner) Send(ctx context.Context, caller store.Caller, session, text, turnID string) (store.SendResult, error) {
-	res, err := p.db.SendMessage(ctx, caller, session, text, turnID, p.limits)
+	return p.Submit(ctx, caller, store.SendRequest{Session: session, Text: text, Turn: turnID})
+}
+
+// Submit stores a human message with its turn (req.Priority: interactive
+// or batch) under the request id ctx carries, publishes the queued output
+// and, when the turn was dispatched at once (scheduler.mode = "fifo"),
+// enqueues it; in fair mode the dispatcher enqueues it when a slot is its.
+func (p *Planner) Submit(ctx context.Context, caller store.Caller, req store.SendRequest) (store.SendResult, error) {
+	req.RequestID = llm.RequestID(ctx)
+	res, err := p.db.Send(ctx, caller, req, p.limits)
 	if err != nil || res.Existing {
 		return res, err
 	}
 	p.pub.Publish(ctx, res.Queued)
 	if res.Head {
-		p.enqueue(ctx, session, res.Turn)
+		p.enqueue(ctx, req.Session, res.Turn)
 	}
 	return res, nil
 }

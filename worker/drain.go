@@ -30,6 +30,10 @@ const handBackTimeout = 5 * time.Second
 // expiring this worker's heartbeat.
 func (w *Worker) Stop() {
 	w.stopping.Store(true)
+	if w.dispatcher != nil {
+		// First, so that a standby takes the lead while this drains.
+		w.dispatcher.Stop()
+	}
 	w.stopEmbedding()
 	if w.srv != nil {
 		// asynq requeues the tasks it cuts off and returns without waiting

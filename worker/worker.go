@@ -20,6 +20,7 @@ import (
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
+	"github.com/balletplanner/ballet/worker/dispatch"
 )
 
 // Model is what a turn needs of the gateway: one streamed model call.
@@ -52,6 +53,9 @@ type Deps struct {
 	// Embedders gives the embedder metered to a scope, for the embed
 	// queue's tasks and the tools' search (nil: no embeddings).
 	Embedders store.Embedders
+	// Scheduler is the [scheduler] section: in fair mode (the zero value
+	// too) the worker runs a dispatcher candidate (worker/dispatch).
+	Scheduler dispatch.Config
 	// Search is the [search] section. With Embedders and
 	// Search.EmbeddingsModel set, the worker runs the embed queue beside
 	// the planner queue (embed_server.go, embed_dispatch.go,
@@ -98,6 +102,9 @@ type Worker struct {
 	sweeper  *sweeper
 	cancels  *cancelListener
 	numberer *tasks.EventNumberer
+	// dispatcher is this process's candidate for dispatching turns; nil
+	// in fifo mode.
+	dispatcher *dispatch.Dispatcher
 
 	// The embed queue; nil without embeddings.
 	embedTasks    *tasks.EmbedTasks
@@ -127,6 +134,13 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	w.sweeper = newSweeper(d.DB, d.Queue, cfg.HeartbeatInterval/2, max(time.Minute, cfg.Lease), d.Log, m)
 	w.cancels = newCancelListener(d.Redis, d.Queue.Names().CancelChannel(), w.running)
 	w.numberer = tasks.NewEventNumberer(d.DB, d.Log)
+	if d.Scheduler.Fair() {
+		dm, err := dispatch.NewMetrics(d.Registry)
+		if err != nil {
+			return nil, err
+		}
+		w.dispatcher = dispatch.New(d.DB, d.Queue, d.Scheduler, dm, d.Log)
+	}
 	if d.Embedders != nil && d.Search.EmbeddingsModel != "" {
 		em, err := newEmbedMetrics(d.Registry)
 		if err != nil {
@@ -144,8 +158,8 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 // ID names this worker in leases and logs.
 func (w *Worker) ID() string { return w.id }
 
-// Start runs the heartbeat, the asynq server, the cancel listener and the
-// sweeper.
+// Start runs the heartbeat, the asynq server, the cancel listener, the
+// sweeper and, in fair mode, the dispatcher candidate.
 func (w *Worker) Start(ctx context.Context) error {
 	if err := w.beat.start(ctx); err != nil {
 		return err
@@ -178,7 +192,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.beat.shutdown(context.WithoutCancel(ctx))
 		return fmt.Errorf("worker: start: %w", err)
 	}
+	if w.dispatcher != nil {
+		_ = w.dispatcher.Start(ctx)
+	}
 	if err := w.startEmbedding(ctx); err != nil {
+		if w.dispatcher != nil {
+			w.dispatcher.Stop()
+		}
 		w.srv.Shutdown()
 		w.numberer.Stop()
 		w.sweeper.shutdown()

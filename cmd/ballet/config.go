@@ -21,6 +21,7 @@ import (
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/worker"
+	"github.com/balletplanner/ballet/worker/dispatch"
 )
 
 // Config is the whole configuration: defaults, then the TOML file, then
@@ -38,6 +39,8 @@ type Config struct {
 	Search   tasks.SearchConfig   `toml:"search"`
 	// Retention is the [retention] section (worker/retention_config.go).
 	Retention worker.RetentionConfig `toml:"retention"`
+	// Scheduler is the [scheduler] section (worker/dispatch/config.go).
+	Scheduler dispatch.Config `toml:"scheduler"`
 }
 
 // LogConfig is the [log] section.
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		Search:   tasks.DefaultSearchConfig(),
 		// Retention: worker/retention_config.go.
 		Retention: worker.DefaultRetentionConfig(),
+		Scheduler: dispatch.DefaultConfig(),
 	}
 }
 
@@ -97,7 +101,7 @@ func (c Config) Validate() error {
 	for _, err := range []error{
 		c.Server.Validate(), c.Database.Validate(), c.Redis.Validate(), c.Worker.Validate(),
 		c.Planner.Validate(), c.Gateway.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
-		c.Metrics.Validate(), c.Search.Validate(), c.Retention.Validate(),
+		c.Metrics.Validate(), c.Search.Validate(), c.Retention.Validate(), c.Scheduler.Validate(),
 	} {
 		if err != nil {
 			return err
@@ -141,6 +145,8 @@ func LoadConfig(path string, environ []string) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	// Every store a process opens dispatches as the scheduler says.
+	cfg.Database.DirectDispatch = !cfg.Scheduler.Fair()
 	return cfg, nil
 }
 

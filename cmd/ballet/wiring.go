@@ -82,7 +82,7 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 	return worker.New(rt.cfg.Worker, rt.cfg.Planner, rt.cfg.Worker.ShutdownTimeout, worker.Deps{
 		DB: rt.db, Redis: rt.rdb, Queue: rt.queue(), Publisher: tasks.NewPublisher(rt.rdb, rt.names(), rt.log),
 		Model: worker.GatewayModel{Client: client}, Tools: reg, Registry: rt.reg, Log: rt.log,
-		Embedders: rt.embedders("search:index"), Search: rt.cfg.Search,
+		Embedders: rt.embedders("search:index"), Search: rt.cfg.Search, Scheduler: rt.cfg.Scheduler,
 	})
 }
 
