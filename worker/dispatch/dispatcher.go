@@ -278,7 +278,7 @@ func (s *session) loadSettings(ctx context.Context, now time.Time, all bool) err
 	}
 	if len(orgs)+len(projects) == 0 {
 		if all {
-			s.tree.setSettings(map[string]store.ScopeSettings{}, now)
+			s.tree.setSettings(map[string]store.ScopeSettings{})
 		}
 		return nil
 	}
@@ -287,7 +287,7 @@ func (s *session) loadSettings(ctx context.Context, now time.Time, all bool) err
 		return err
 	}
 	if all {
-		s.tree.setSettings(got, now)
+		s.tree.setSettings(got)
 	} else {
 		s.tree.addSettings(got)
 	}

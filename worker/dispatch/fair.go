@@ -12,9 +12,15 @@ const (
 	batch       = 1
 )
 
-// dispatchCharge is the slot time a dispatch costs its keys up front, so
-// that turns that end at once are still shared out by count.
-const dispatchCharge = 10 * time.Millisecond
+// Slot-time estimates: a dispatch charges its keys the slot time a turn
+// is expected to hold (the running mean of the turns that ended), and the
+// turn's end settles the difference with what it really held.
+const (
+	firstEstimate = time.Second
+	leastEstimate = time.Millisecond
+	// estimateGain is the weight of the latest turn in the running mean.
+	estimateGain = 0.05
+)
 
 // item is one turn the tree schedules: ready in its human's queue, or in
 // flight (dispatched, not ended) holding a slot of its keys.
@@ -24,13 +30,18 @@ type item struct {
 	prio     int
 	inflight bool
 	gone     bool
+	// started is when it went in flight and charged the slot seconds it
+	// was charged then.
+	started time.Time
+	charged float64
 }
 
 // node is one key of the hierarchy: an organization (a child of the root),
 // a project (of an organization) or a human (of a project). Siblings share
 // their parent's slots by weight: each node's virtual time grows by the
-// slot time its running turns use, divided by its weight, and a free slot
-// goes to the eligible sibling with the least.
+// slot time its turns hold, divided by its weight (charged at dispatch as
+// expected, settled at the end as held), and a free slot goes to the
+// eligible sibling with the least.
 type node struct {
 	id       string
 	key      string // an organization's key, for metrics
@@ -41,7 +52,6 @@ type node struct {
 	running  int
 	ready    [2]int // ready turns in the subtree, by priority
 	vt       float64
-	at       time.Time
 	served   uint64 // the pick that last chose it
 	// A human's ready turns, oldest first, by priority.
 	queue [2][]*item
@@ -53,14 +63,6 @@ func newNode(id string, parent *node) *node {
 
 // active reports whether the node has turns running or ready.
 func (n *node) active() bool { return n.running > 0 || n.ready[interactive]+n.ready[batch] > 0 }
-
-// advance adds the slot time used since the last advance.
-func (n *node) advance(now time.Time) {
-	if !n.at.IsZero() && now.After(n.at) {
-		n.vt += float64(n.running) * now.Sub(n.at).Seconds() / n.weight
-	}
-	n.at = now
-}
 
 // eligible reports whether a turn of priority p can start in the subtree:
 // one is ready there and no cap on the way down is full.
@@ -92,13 +94,16 @@ type tree struct {
 	root     *node
 	items    map[string]*item
 	inflight int
+	// estimate is the slot seconds a turn is expected to hold.
+	estimate float64
 	caps     Caps
 	settings map[string]store.ScopeSettings
 	picks    uint64
 }
 
 func newTree(caps Caps) *tree {
-	return &tree{root: newNode("", nil), items: map[string]*item{}, caps: caps, settings: map[string]store.ScopeSettings{}}
+	return &tree{root: newNode("", nil), items: map[string]*item{}, caps: caps, settings: map[string]store.ScopeSettings{},
+		estimate: firstEstimate.Seconds()}
 }
 
 // path returns the turn's organization, project and human nodes, making
@@ -120,14 +125,12 @@ func (t *tree) child(parent *node, id string, now time.Time) *node {
 		t.configure(n)
 	}
 	if !n.active() {
-		n.at = now
 		first := true
 		var least float64
 		for _, s := range parent.children {
 			if s == n || !s.active() {
 				continue
 			}
-			s.advance(now)
 			if first || s.vt < least {
 				least, first = s.vt, false
 			}
@@ -181,12 +184,9 @@ func capOf(stored *int, def int) int {
 }
 
 // setSettings replaces the weights and caps and applies them to every node.
-func (t *tree) setSettings(s map[string]store.ScopeSettings, now time.Time) {
+func (t *tree) setSettings(s map[string]store.ScopeSettings) {
 	t.settings = s
-	t.walk(func(n *node) {
-		n.advance(now)
-		t.configure(n)
-	})
+	t.walk(t.configure)
 }
 
 // addSettings adds the settings of keys seen for the first time.
@@ -224,7 +224,7 @@ func (t *tree) add(d store.DispatchTurn, now time.Time) {
 	if it := t.items[d.ID]; it != nil {
 		if d.Dispatched && !it.inflight {
 			t.unready(it)
-			t.start(it, now)
+			t.start(it, now, false)
 		}
 		return
 	}
@@ -235,7 +235,7 @@ func (t *tree) add(d store.DispatchTurn, now time.Time) {
 	}
 	t.items[d.ID] = it
 	if d.Dispatched {
-		t.start(it, now)
+		t.start(it, now, false)
 		return
 	}
 	human.queue[it.prio] = append(human.queue[it.prio], it)
@@ -253,11 +253,15 @@ func (t *tree) remove(id string, now time.Time) {
 	}
 	delete(t.items, id)
 	if it.inflight {
+		held := now.Sub(it.started).Seconds()
 		for n := it.human; n != nil; n = n.parent {
-			n.advance(now)
 			n.running--
+			n.vt += (held - it.charged) / n.weight
 		}
 		t.inflight--
+		if it.charged > 0 {
+			t.estimate = max(leastEstimate.Seconds(), (1-estimateGain)*t.estimate+estimateGain*held)
+		}
 		return
 	}
 	t.unready(it)
@@ -272,14 +276,18 @@ func (t *tree) unready(it *item) {
 	}
 }
 
-// start moves a turn in flight, charging its keys.
-func (t *tree) start(it *item, now time.Time) {
-	it.inflight = true
+// start moves a turn in flight, charging its keys the slot time a turn
+// is expected to hold; charge is false for a turn found in flight already
+// (a resync, a notice), whose end then settles only what it held since.
+func (t *tree) start(it *item, now time.Time, charge bool) {
+	it.inflight, it.started = true, now
+	if charge {
+		it.charged = t.estimate
+	}
 	t.picks++
 	for n := it.human; n != nil; n = n.parent {
-		n.advance(now)
 		n.running++
-		n.vt += dispatchCharge.Seconds() / n.weight
+		n.vt += it.charged / n.weight
 		n.served = t.picks
 	}
 	t.inflight++
@@ -292,7 +300,7 @@ func (t *tree) start(it *item, now time.Time) {
 // to the project, then the human, with the least; then to that human's
 // oldest ready turn.
 func (t *tree) pick(now time.Time) *item {
-	org := choose(t.root, now, func(n *node) bool { return n.eligible(interactive) || n.eligible(batch) })
+	org := choose(t.root, func(n *node) bool { return n.eligible(interactive) || n.eligible(batch) })
 	if org == nil {
 		return nil
 	}
@@ -301,8 +309,8 @@ func (t *tree) pick(now time.Time) *item {
 		p = batch
 	}
 	ok := func(n *node) bool { return n.eligible(p) }
-	proj := choose(org, now, ok)
-	human := choose(proj, now, ok)
+	proj := choose(org, ok)
+	human := choose(proj, ok)
 	q := human.queue[p]
 	for len(q) > 0 && (q[0].gone || q[0].inflight) {
 		q = q[1:]
@@ -312,20 +320,19 @@ func (t *tree) pick(now time.Time) *item {
 	for n := human; n != nil; n = n.parent {
 		n.ready[p]--
 	}
-	t.start(it, now)
+	t.start(it, now, true)
 	return it
 }
 
 // choose returns the child of parent that ok accepts with the least
 // virtual time; ties go to the fewest running turns per weight, then to the
 // one served longest ago.
-func choose(parent *node, now time.Time, ok func(*node) bool) *node {
+func choose(parent *node, ok func(*node) bool) *node {
 	var best *node
 	for _, c := range parent.children {
 		if !ok(c) {
 			continue
 		}
-		c.advance(now)
 		if best == nil || better(c, best) {
 			best = c
 		}
@@ -351,7 +358,6 @@ func better(a, b *node) bool {
 // flight. Keys keep their virtual time; keys with nothing left go.
 func (t *tree) reset(turns []store.DispatchTurn, now time.Time) {
 	t.walk(func(n *node) {
-		n.advance(now)
 		n.running, n.ready, n.queue = 0, [2]int{}, [2][]*item{}
 	})
 	t.items, t.inflight = map[string]*item{}, 0
