@@ -20,6 +20,7 @@ import (
 	"github.com/balletplanner/ballet/tasks/taskstest"
 	"github.com/balletplanner/ballet/tools"
 	"github.com/balletplanner/ballet/worker"
+	"github.com/balletplanner/ballet/worker/dispatch"
 )
 
 // env is a worker pool on a database and Redis namespace of the test's own,
@@ -72,8 +73,23 @@ func newEnv(t *testing.T, script string, opts ...envOption) *env {
 
 	reg, err := tools.NewRegistry(e.log, e.testTools()...)
 	must(t, err)
+	// The turn engine's tests run the queue first come first served: a
+	// sent turn's task is in the queue when the send returns. Fair
+	// dispatch has tests of its own (dispatch_test.go), which call fair.
+	db.SetDirectDispatch(true)
 	e.deps = worker.Deps{DB: db, Redis: rdb, Queue: e.queue, Publisher: pub, Tools: reg, Log: e.log,
-		Model: worker.GatewayModel{Client: llm.NewClient(e.fake.URL(), []byte("test-key"), nil)}}
+		Model:     worker.GatewayModel{Client: llm.NewClient(e.fake.URL(), []byte("test-key"), nil)},
+		Scheduler: dispatch.Config{Mode: dispatch.ModeFIFO}}
+	return e
+}
+
+// fair makes the env's turns go through the dispatcher that each worker
+// it starts runs (scheduler.mode = "fair", the default), with caps; call
+// it before the first send.
+func (e *env) fair(caps dispatch.Config) *env {
+	caps.Mode = dispatch.ModeFair
+	e.db.SetDirectDispatch(false)
+	e.deps.Scheduler = caps
 	return e
 }
 
