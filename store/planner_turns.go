@@ -273,6 +273,7 @@ func scanSendAllocation(row pgx.Row, sessionID string) (sendAllocation, error) {
 // it by its age); $13 is its priority, $14 the request that sent it.
 const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 		WHERE session_id = $2 AND finished_at IS NULL),
+	` + fairAhead + `,
 	turn AS (INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, ready_at, enqueued_at,
 			client_turn_id, priority, request_id)
 		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, CASE WHEN ahead.n = 0 AND $12 THEN now() END,
@@ -280,8 +281,37 @@ const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 	message AS (INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
 		VALUES ($2, $5, 'user', $8, $6, $1))
 	INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
-	SELECT $2, $9, $1, 'queued', $10::jsonb || jsonb_build_object('position', ahead.n), $11 FROM ahead
-	RETURNING (SELECT n FROM ahead)`
+	SELECT $2, $9, $1, 'queued', $10::jsonb || jsonb_build_object('position', ahead.n + fair.n), $11 FROM ahead, fair
+	RETURNING (SELECT n FROM ahead), (SELECT n FROM fair)`
+
+// fairAhead estimates, as the CTE fair, how many turns held back by the
+// scheduler start before a turn of project $3, human $6 and priority $13
+// made ready now, under the current shares (none with direct dispatch,
+// $12): with r the turn's rank among its human's held-back turns in the
+// project (interactive ones only, for an interactive turn), each other
+// human of the project starts up to r of theirs first; with that rank
+// r' in the project, each other project of the organization starts up to
+// r' × its weight ÷ the project's weight; and so on for the other
+// organizations, each capped at what it has waiting.
+const fairAhead = `g AS (SELECT p.organization_id AS org, t.project_id AS project, t.author AS human,
+			count(*) AS n_all, count(*) FILTER (WHERE t.priority = 'interactive') AS n_int
+		FROM planner_turns t JOIN projects p ON p.id = t.project_id
+		WHERE t.finished_at IS NULL AND t.ready_at IS NOT NULL AND t.enqueued_at IS NULL AND NOT $12
+		GROUP BY 1, 2, 3),
+	me AS (SELECT p.organization_id AS org, p.scheduling_weight AS pw, o.scheduling_weight AS ow
+		FROM projects p JOIN organizations o ON o.id = p.organization_id WHERE p.id = $3),
+	mine AS (SELECT g.*, CASE WHEN $13 = 'batch' THEN g.n_all ELSE g.n_int END AS n
+		FROM g, me WHERE g.org = me.org),
+	r1 AS (SELECT 1 + COALESCE((SELECT sum(n) FROM mine WHERE project = $3 AND human = $6), 0) AS r),
+	r2 AS (SELECT r1.r + COALESCE((SELECT sum(least(mine.n, r1.r)) FROM mine
+		WHERE mine.project = $3 AND mine.human <> $6), 0) AS r FROM r1),
+	r3 AS (SELECT r2.r + COALESCE((SELECT sum(least(x.n, ceil(r2.r * x.w::numeric / me.pw)))
+		FROM (SELECT mine.project, sum(mine.n) AS n, max(p.scheduling_weight) AS w
+			FROM mine JOIN projects p ON p.id = mine.project WHERE mine.project <> $3 GROUP BY 1) x), 0) AS r FROM r2, me),
+	r4 AS (SELECT r3.r + COALESCE((SELECT sum(least(x.n, ceil(r3.r * x.w::numeric / me.ow)))
+		FROM (SELECT g.org, sum(g.n_all) AS n, max(o.scheduling_weight) AS w
+			FROM g JOIN organizations o ON o.id = g.org WHERE g.org <> me.org GROUP BY 1) x), 0) AS r FROM r3, me),
+	fair AS (SELECT (r4.r - 1)::bigint AS n FROM r4)`
 
 // send is one transaction of SendMessage. Its first statement takes the
 // session's row lock and reads what the permission check needs; a caller
@@ -322,11 +352,11 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		if lim.limited() {
 			queueQueuedCounts(b, s, &counts)
 		}
-		var ahead int64
+		var ahead, fair int64
 		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued}
 		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID,
 			[]Block{{Type: BlockText, Text: text}}, cursor, out, at, db.direct, req.Priority, req.RequestID).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&ahead)
+			return row.Scan(&ahead, &fair)
 		})
 		if _, err := AppendEvent(ctx, batchQuerier{b}, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,
 			Type: "planner.message", EntityType: "planner_session", EntityID: s.ID, Actor: caller.Actor,
@@ -339,8 +369,9 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		if err := lim.check(ctx, tx, s, counts); err != nil {
 			return err
 		}
-		out.Position, out.CreatedAt = &ahead, at
-		res = SendResult{Seq: seq, Turn: id, Position: ahead, Queued: out, Head: ahead == 0 && db.direct}
+		queuedAt := ahead + fair
+		out.Position, out.CreatedAt = &queuedAt, at
+		res = SendResult{Seq: seq, Turn: id, Position: queuedAt, Queued: out, Head: ahead == 0 && db.direct}
 		return nil
 	})
 	if errors.Is(err, errAlreadySent) {
