@@ -19,12 +19,20 @@ type Metrics struct {
 	sent      *prometheus.CounterVec
 	takeovers prometheus.Counter
 	queueWait *prometheus.HistogramVec
+	// shown is when each organization last had turns, so that its series
+	// stay (at 0) for showIdleFor after, and then go.
+	shown map[string]time.Time
 }
+
+// showIdleFor is how long an organization with nothing waiting or running
+// keeps its series at 0 before they go.
+const showIdleFor = 10 * time.Minute
 
 // NewMetrics registers the dispatcher's series on reg (a nil reg registers
 // nothing); a registry that has them already shares them.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
+		shown: map[string]time.Time{},
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ballet_planner_backlog_turns",
 			Help: "Planner turns ready to run but held back by the scheduler, by organization."}, []string{"organization"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ballet_planner_backlog_oldest_seconds",
@@ -78,6 +86,7 @@ func (m *Metrics) lostLead() {
 	m.backlog.Reset()
 	m.oldest.Reset()
 	m.inUse.Reset()
+	clear(m.shown)
 }
 
 func priorityName(p int) string {
@@ -96,20 +105,36 @@ func (m *Metrics) dispatched(it *item, now time.Time) {
 	}
 }
 
-// show sets the gauges from the tree.
+// show sets the gauges from the tree. An organization gone from it shows
+// 0 for showIdleFor, then its series go.
 func (m *Metrics) show(t *tree, slots int, now time.Time) {
 	m.pool.Set(float64(slots))
-	m.backlog.Reset()
-	m.oldest.Reset()
-	m.inUse.Reset()
+	seen := map[string]bool{}
 	for _, org := range t.root.children {
 		key := org.key
 		if key == "" {
 			key = org.id
 		}
+		seen[key] = true
+		m.shown[key] = now
 		m.backlog.WithLabelValues(key).Set(float64(org.ready[interactive] + org.ready[batch]))
 		m.inUse.WithLabelValues(key).Set(float64(org.running))
 		m.oldest.WithLabelValues(key).Set(oldestReady(org, now).Seconds())
+	}
+	for key, at := range m.shown {
+		if seen[key] {
+			continue
+		}
+		if now.Sub(at) > showIdleFor {
+			delete(m.shown, key)
+			m.backlog.DeleteLabelValues(key)
+			m.inUse.DeleteLabelValues(key)
+			m.oldest.DeleteLabelValues(key)
+			continue
+		}
+		m.backlog.WithLabelValues(key).Set(0)
+		m.inUse.WithLabelValues(key).Set(0)
+		m.oldest.WithLabelValues(key).Set(0)
 	}
 }
 
