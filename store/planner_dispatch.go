@@ -150,15 +150,17 @@ func (c *DispatchConn) Snapshot(ctx context.Context) ([]DispatchTurn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: dispatch snapshot: %w", err)
 	}
-	turns, err := collect(rows, func(row pgx.Row) (DispatchTurn, error) {
-		var t DispatchTurn
-		err := row.Scan(&t.ID, &t.Session, &t.Organization, &t.Project, &t.Human, &t.Batch, &t.Dispatched, &t.ReadyAt)
-		return t, err
-	})
+	turns, err := collect(rows, scanDispatchTurn)
 	if err != nil {
 		return nil, fmt.Errorf("store: dispatch snapshot: %w", err)
 	}
 	return turns, nil
+}
+
+func scanDispatchTurn(row pgx.Row) (DispatchTurn, error) {
+	var t DispatchTurn
+	err := row.Scan(&t.ID, &t.Session, &t.Organization, &t.Project, &t.Human, &t.Batch, &t.Dispatched, &t.ReadyAt)
+	return t, err
 }
 
 // Slots is the pool's capacity: the slots of the workers whose beat holds.
@@ -211,19 +213,26 @@ func (c *DispatchConn) Settings(ctx context.Context, orgs, projects []string) (m
 	if err != nil {
 		return nil, fmt.Errorf("store: scheduling settings: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var s ScopeSettings
-		if err := rows.Scan(&id, &s.Key, &s.Weight, &s.MaxRunningTurns, &s.MaxRunningTurnsPerHuman); err != nil {
-			return nil, fmt.Errorf("store: scheduling settings: %w", err)
-		}
-		out[id] = s
-	}
-	if err := rows.Err(); err != nil {
+	all, err := collect(rows, scanScopeSettings)
+	if err != nil {
 		return nil, fmt.Errorf("store: scheduling settings: %w", err)
 	}
+	for _, s := range all {
+		out[s.id] = s.ScopeSettings
+	}
 	return out, nil
+}
+
+// scopeSettingsRow is an organization's or project's id with its settings.
+type scopeSettingsRow struct {
+	id string
+	ScopeSettings
+}
+
+func scanScopeSettings(row pgx.Row) (scopeSettingsRow, error) {
+	var s scopeSettingsRow
+	err := row.Scan(&s.id, &s.Key, &s.Weight, &s.MaxRunningTurns, &s.MaxRunningTurnsPerHuman)
+	return s, err
 }
 
 // notifySettingsChanged tells the dispatcher, at commit, to read weights

@@ -136,6 +136,8 @@ func TestFencedWritesStoreWhatTheyReturn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newTrackerFixture(t)
+	// With direct dispatch the finish names the next turn to enqueue.
+	f.db.SetDirectDispatch(true)
 	c, first := f.claimed(t, "worker-a")
 	fe := c.Fence
 	second, err := f.db.SendMessage(ctx, f.engineer, fe.Session, "and then?", "", store.QueueLimits{})

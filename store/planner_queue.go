@@ -114,8 +114,12 @@ func formatShare(num, den int64) string {
 // project and organization into c.
 func queueQueuedCounts(b *pgx.Batch, s Session, c *queueCounts) {
 	b.Queue(queuedCountsSQL, s.ProjectID, s.OrganizationID).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&c.project, &c.organization, &c.total, &c.orgKey, &c.orgCap)
+		return scanQueueCounts(row, c)
 	})
+}
+
+func scanQueueCounts(row pgx.Row, c *queueCounts) error {
+	return row.Scan(&c.project, &c.organization, &c.total, &c.orgKey, &c.orgCap)
 }
 
 // QueuedTurns returns the number of turns queued in a project and in all,

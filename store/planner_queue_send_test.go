@@ -148,6 +148,9 @@ func TestConcurrentSends(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newTrackerFixture(t)
+	// Heads are what direct dispatch enqueues at once; fair dispatch's
+	// readiness is the dispatcher's tests' (worker/dispatch_test.go).
+	f.db.SetDirectDispatch(true)
 	limits := store.QueueLimits{Total: 1000, PerProject: 1000}
 	race := func(n int, send func(i int) (store.SendResult, error)) []store.SendResult {
 		t.Helper()

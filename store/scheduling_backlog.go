@@ -73,22 +73,11 @@ func (db *DB) PlannerBacklog(ctx context.Context, caller Caller) (Backlog, error
 	if err := authorizePlatformAdmin(caller, "read the planner backlog"); err != nil {
 		return Backlog{}, fmt.Errorf("store: planner backlog: %w", err)
 	}
-	type row struct {
-		org, project             string
-		orgWeight, projectWeight int
-		BacklogCounts
-	}
 	rows, err := db.pool.Query(ctx, backlogByProject)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("store: planner backlog: %w", err)
 	}
-	all, err := collect(rows, func(r pgx.Row) (row, error) {
-		var x row
-		err := r.Scan(&x.org, &x.orgWeight, &x.project, &x.projectWeight,
-			&x.Ready, &x.Waiting, &x.InFlight, &x.Running, &x.OldestReadySeconds)
-		x.OldestReadySeconds = math.Round(x.OldestReadySeconds*1000) / 1000
-		return x, err
-	})
+	all, err := collect(rows, scanBacklogRow)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("store: planner backlog: %w", err)
 	}
@@ -106,4 +95,19 @@ func (db *DB) PlannerBacklog(ctx context.Context, caller Caller) (Backlog, error
 		o.OldestReadySeconds = max(o.OldestReadySeconds, x.OldestReadySeconds)
 	}
 	return b, nil
+}
+
+// backlogRow is one project's line of the backlog, with its organization.
+type backlogRow struct {
+	org, project             string
+	orgWeight, projectWeight int
+	BacklogCounts
+}
+
+func scanBacklogRow(r pgx.Row) (backlogRow, error) {
+	var x backlogRow
+	err := r.Scan(&x.org, &x.orgWeight, &x.project, &x.projectWeight,
+		&x.Ready, &x.Waiting, &x.InFlight, &x.Running, &x.OldestReadySeconds)
+	x.OldestReadySeconds = math.Round(x.OldestReadySeconds*1000) / 1000
+	return x, err
 }
