@@ -205,6 +205,14 @@ func TestPermissions(t *testing.T) {
 		{route: "POST /planner/sessions/{session}/cancel", req: fixed("/planner/sessions/"+session+"/cancel", nil), viewer: 403, engineer: 200, admin: 200},
 		{route: "GET /planner/sessions/{session}/outputs", req: fixed("/planner/sessions/"+session+"/outputs", nil), viewer: 200, engineer: 200, admin: 200},
 
+		// Scheduling: weights and caps (an organization's are a platform
+		// admin's to set), and the platform's backlog.
+		{route: "GET /organizations/{org}/scheduling", req: fixed("/organizations/acme/scheduling", nil), viewer: 200, engineer: 200, admin: 200},
+		{route: "PUT /organizations/{org}/scheduling", req: fixed("/organizations/acme/scheduling", map[string]any{"weight": 2}), viewer: 403, engineer: 403, admin: 403},
+		{route: "GET /projects/{project}/scheduling", req: fixed("/projects/WEB/scheduling", nil), viewer: 200, engineer: 200, admin: 200},
+		{route: "PUT /projects/{project}/scheduling", req: fixed("/projects/WEB/scheduling", map[string]any{"weight": 2}), viewer: 403, engineer: 403, admin: 200},
+		{route: "GET /planner/backlog", req: fixed("/planner/backlog", nil), viewer: 403, engineer: 403, admin: 403, outsider: 403},
+
 		// Gateway: credentials (credential.manage only), usage, limits.
 		{route: "GET /organizations/{org}/credentials", req: fixed("/organizations/acme/credentials", nil), viewer: 403, engineer: 403, admin: 200},
 		{route: "PUT /organizations/{org}/credentials/{provider}", req: fixed("/organizations/acme/credentials/anthropic", map[string]any{"api_key": "sk-1"}), viewer: 403, engineer: 403, admin: 200},

@@ -9,6 +9,7 @@ import (
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store/storetest"
+	"github.com/balletplanner/ballet/worker/dispatch"
 )
 
 // jsonLog is a slog JSON sink written from many goroutines.
@@ -26,7 +27,8 @@ func (b *jsonLog) find(t *testing.T, msg, key, want string) []map[string]any {
 // caller's beside its own; a turn sent without one logs none.
 func TestRequestIDReachesGateway(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, twoRounds)
+	// Through the dispatcher, which takes the id from the turn's row.
+	e := newEnv(t, twoRounds).fair(dispatch.Config{})
 	logs := &jsonLog{}
 	e.log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.deps.Log = e.log
