@@ -206,7 +206,8 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 		}
 		t.Run(c.CommandPath(), func(t *testing.T) {
 			t.Parallel()
-			args := argsOf(c)
+			// The arguments a command takes are named in its Use (org KEY).
+			args := append(argsOf(c), strings.Fields(c.Use)[1:]...)
 			if c.Flags().Lookup("config") != nil {
 				args = append(args, "--config", missing)
 			}
