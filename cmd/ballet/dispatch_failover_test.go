@@ -175,6 +175,11 @@ func TestDispatchFailoverAfterTheLeaderIsKilled(t *testing.T) {
 		t.Errorf("dispatch stopped for %s after the leader was killed, want under %s", took, dispatchResumeBound)
 	}
 	storetest.WaitFor(t, "a surviving dispatcher to lead", func() bool { return len(leaders(t, workers)) == 1 })
+	if l := leaders(t, workers)[0]; l == workers[victim] {
+		t.Logf("the replacement worker leads now")
+	} else {
+		t.Logf("the surviving worker leads now")
+	}
 
 	// Every turn ends; none is stranded.
 	storetest.WaitFor(t, "every turn of the burst to end", func() bool { return count(`finished_at IS NULL`) == 0 })
