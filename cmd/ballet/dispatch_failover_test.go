@@ -19,6 +19,10 @@ import (
 // performance measurement.
 const dispatchResumeBound = 5 * time.Second
 
+// dispatchLockKey is the advisory lock the leading dispatcher holds
+// (store/planner_dispatch.go).
+const dispatchLockKey int64 = 0x62616c6c6574_03
+
 // leaders are the processes whose dispatcher reports that it leads.
 func leaders(t *testing.T, ps []*process) []*process {
 	t.Helper()
@@ -133,6 +137,13 @@ func TestDispatchFailoverAfterTheLeaderIsKilled(t *testing.T) {
 		return count(`finished_at IS NOT NULL`) >= 8 && count(ready) >= 8
 	})
 
+	// The backend whose session holds the leader's lock.
+	var lockPid int
+	must(t, s.db.Pool().QueryRow(ctx, `SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND l.classid::text::bigint = ($1::bigint >> 32) AND l.objid::text::bigint = ($1::bigint & 4294967295)
+		  AND a.application_name = $2`, dispatchLockKey, store.DispatchListenerName).Scan(&lockPid))
+
 	// Kill the leader, and read the database's clock once it is gone.
 	victim := slices.Index(workers, leader)
 	must(t, leader.cmd.Process.Signal(syscall.SIGKILL))
@@ -140,6 +151,14 @@ func TestDispatchFailoverAfterTheLeaderIsKilled(t *testing.T) {
 	leader.done <- exited // for the cleanup
 	var killedAt time.Time
 	must(t, s.db.Pool().QueryRow(ctx, `SELECT now()`).Scan(&killedAt))
+	// Once its backend is gone, a statement the dead leader had sent has
+	// committed or not: a turn still ready now can only be dispatched by a
+	// new leader. (It also shows the lock was the killed process's.)
+	storetest.WaitFor(t, "the killed leader's backend to end", func() bool {
+		var alive bool
+		must(t, s.db.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, lockPid).Scan(&alive))
+		return !alive
+	})
 	var readyAtKill []string
 	rows, err := s.db.Pool().Query(ctx, `SELECT id::text FROM planner_turns WHERE `+ready)
 	must(t, err)
@@ -161,6 +180,9 @@ func TestDispatchFailoverAfterTheLeaderIsKilled(t *testing.T) {
 		var at *time.Time
 		must(t, s.db.Pool().QueryRow(ctx, `SELECT min(enqueued_at) FROM planner_turns WHERE id = ANY ($1::uuid[])`,
 			readyAtKill).Scan(&at))
+		if at != nil && !at.After(killedAt) {
+			t.Fatalf("turn ready after the killed leader's backend ended was dispatched at %s, before the kill at %s", at, killedAt)
+		}
 		if at != nil {
 			first = *at
 		}
@@ -169,16 +191,25 @@ func TestDispatchFailoverAfterTheLeaderIsKilled(t *testing.T) {
 	var anyFirst time.Time
 	must(t, s.db.Pool().QueryRow(ctx, `SELECT min(enqueued_at) FROM planner_turns WHERE enqueued_at > $1`, killedAt).Scan(&anyFirst))
 	took := first.Sub(killedAt)
-	t.Logf("kill → first dispatch of a turn ready at the kill: %s (any enqueue after the kill: %s); %d done and %d ready at the kill",
+	t.Logf("kill → first dispatch of a turn still ready once the killed leader's backend ended: %s (any enqueue after the kill: %s); %d done and %d ready at the kill",
 		took.Round(time.Millisecond), anyFirst.Sub(killedAt).Round(time.Millisecond), doneAtKill, len(readyAtKill))
 	if took > dispatchResumeBound {
 		t.Errorf("dispatch stopped for %s after the leader was killed, want under %s", took, dispatchResumeBound)
 	}
 	storetest.WaitFor(t, "a surviving dispatcher to lead", func() bool { return len(leaders(t, workers)) == 1 })
-	if l := leaders(t, workers)[0]; l == workers[victim] {
-		t.Logf("the replacement worker leads now")
-	} else {
-		t.Logf("the surviving worker leads now")
+	who := "surviving"
+	if leaders(t, workers)[0] == workers[victim] {
+		who = "replacement" // it campaigns at once when it starts
+	}
+	// One takeover after the kill, no lead passed back and forth: the
+	// survivor never led before, the replacement is new.
+	takeovers := 0.0
+	for _, p := range workers {
+		takeovers += p.metric(t, "ballet_planner_dispatch_takeovers_total")
+	}
+	t.Logf("the %s worker leads now; takeovers since the kill: %v", who, takeovers)
+	if takeovers != 1 {
+		t.Errorf("%v takeovers among the live workers after the kill, want 1", takeovers)
 	}
 
 	// Every turn ends; none is stranded.
