@@ -153,3 +153,33 @@ func TestMonitoringIsForPlatformAdmins(t *testing.T) {
 		t.Fatalf("sign-in: %d %q", res.StatusCode, res.Header.Get("Set-Cookie"))
 	}
 }
+
+// TestSendPriority: the REST send takes priority interactive or batch,
+// stores it with the turn, and refuses any other value naming the field,
+// with nothing written.
+func TestSendPriority(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.restart(t, withLimits(10))
+	sess := e.do("POST", "/api/v1/projects/WEB/planner/sessions", "engineer", map[string]any{"title": "p"}).expect(t, 201).Body["id"].(string)
+	before := e.plannerRows(t)
+	for _, bad := range []any{"urgent", "", "BATCH", 1} {
+		if bad == "" {
+			continue // "" is the default, interactive
+		}
+		r := e.do("POST", "/api/v1/planner/sessions/"+sess+"/messages", "engineer", map[string]any{"text": "x", "priority": bad}).expect(t, 400)
+		if !strings.Contains(string(r.Raw), "priority") {
+			t.Errorf("priority %v refused with %s, want the field named", bad, r.Raw)
+		}
+	}
+	if n := e.plannerRows(t); n != before {
+		t.Fatalf("refused sends wrote %d rows", n-before)
+	}
+	for _, p := range []string{"batch", "interactive"} {
+		turn := e.do("POST", "/api/v1/planner/sessions/"+sess+"/messages", "engineer", map[string]any{"text": "x", "priority": p}).expect(t, 202).Body["turn"].(string)
+		var stored string
+		if err := e.db.Pool().QueryRow(context.Background(), `SELECT priority FROM planner_turns WHERE id = $1`, turn).Scan(&stored); err != nil || stored != p {
+			t.Fatalf("turn stored with priority %q (%v), want %s", stored, err, p)
+		}
+	}
+}
