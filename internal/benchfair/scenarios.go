@@ -96,14 +96,14 @@ func (r *rig) trickle(ctx context.Context, t tenant, every time.Duration) (stop 
 
 // resultA is scenario A in one mode.
 type resultA struct {
-	mode                                 string
-	aloneN, burstN                       int
-	aloneP50, aloneP99                   time.Duration
-	burstP50, burstP99                   time.Duration
-	burstTurns                           int
-	burstTook                            time.Duration
-	turnsPerSec                          float64
-	quietShare, noisyShare, noisySamples float64
+	mode                   string
+	aloneN, burstN         int
+	aloneP50, aloneP99     time.Duration
+	burstP50, burstP99     time.Duration
+	burstTurns             int
+	burstTook              time.Duration
+	turnsPerSec            float64
+	quietShare, noisyShare float64
 }
 
 // scenarioA: QUIET trickles alone, then NOISY bursts while QUIET goes on.

@@ -70,7 +70,7 @@ func (n *node) eligible(p int) bool {
 	if n.ready[p] == 0 || (n.cap > 0 && n.running >= n.cap) {
 		return false
 	}
-	if n.children == nil || len(n.children) == 0 {
+	if len(n.children) == 0 {
 		return true
 	}
 	for _, c := range n.children {
