@@ -1,8 +1,12 @@
 package kubernetes
 
 import (
+	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +36,14 @@ var redisScalerKeys = []string{
 	"address", "addressFromEnv", "host", "hostFromEnv", "port", "portFromEnv",
 	"username", "usernameFromEnv", "password", "passwordFromEnv",
 	"listName", "listLength", "activationListLength", "databaseIndex", "enableTLS", "unsafeSsl",
+}
+
+// postgresqlScalerKeys are the trigger metadata keys KEDA's postgresql
+// scaler reads (pkg/scalers/postgresql_scaler.go; connection and password
+// also as ...FromEnv).
+var postgresqlScalerKeys = []string{
+	"connection", "connectionFromEnv", "host", "port", "userName", "dbName", "sslmode",
+	"password", "passwordFromEnv", "query", "targetQueryValue", "activationTargetQueryValue",
 }
 
 // selects reports whether sel selects a pod with these labels, as the API
@@ -133,7 +145,7 @@ func (c *checker) checkAutoscalers() {
 			*so.Spec.MinReplicaCount > *so.Spec.MaxReplicaCount {
 			c.errorf("%s: bounds %s..%s, want 1 <= min <= max", where, count(so.Spec.MinReplicaCount), count(so.Spec.MaxReplicaCount))
 		}
-		c.checkRedisTrigger(where, so.Spec.Triggers, d)
+		c.checkTriggers(where, so.Spec.Triggers, d)
 	}
 	for _, d := range c.m.deployments {
 		if scaled[d.Name] != 1 {
@@ -150,21 +162,40 @@ func count(n *int32) string {
 	return strconv.Itoa(int(*n))
 }
 
-// checkRedisTrigger: one redis trigger on the planner queue's pending list,
-// on the Redis server and database the workers use.
-func (c *checker) checkRedisTrigger(where string, triggers []kedav1alpha1.ScaleTriggers, d *appsv1.Deployment) {
-	if len(triggers) != 1 || triggers[0].Type != "redis" {
-		c.errorf("%s: want one redis trigger, got %d", where, len(triggers))
-		return
+// checkTriggers: exactly one postgresql trigger on the planner's demand for
+// slots and one redis trigger on the queue's pending list, nothing else.
+func (c *checker) checkTriggers(where string, triggers []kedav1alpha1.ScaleTriggers, d *appsv1.Deployment) {
+	byType := map[string][]kedav1alpha1.ScaleTriggers{}
+	for _, t := range triggers {
+		byType[t.Type] = append(byType[t.Type], t)
 	}
-	md := triggers[0].Metadata
+	for typ, ts := range byType {
+		if typ != "redis" && typ != "postgresql" || len(ts) != 1 {
+			c.errorf("%s: %d %s triggers, want one postgresql and one redis trigger", where, len(ts), typ)
+		}
+	}
+	ct := d.Spec.Template.Spec.Containers[0]
+	env := c.environment(where, ct)
+	if ts := byType["postgresql"]; len(ts) == 0 {
+		c.errorf("%s: no postgresql trigger on the planner's held-back and in-flight turns: a pool full under fair scheduling would never grow", where)
+	} else {
+		c.checkPostgresqlTrigger(where, ts[0], env)
+	}
+	if ts := byType["redis"]; len(ts) == 0 {
+		c.errorf("%s: no redis trigger on the planner queue's pending list", where)
+	} else {
+		c.checkRedisTrigger(where, ts[0].Metadata, env)
+	}
+}
+
+// checkRedisTrigger: the redis trigger reads the planner queue's pending
+// list, on the Redis server and database the workers use.
+func (c *checker) checkRedisTrigger(where string, md map[string]string, env map[string]envVar) {
 	for k := range md {
 		if !slices.Contains(redisScalerKeys, k) {
 			c.errorf("%s: trigger metadata %q is not a key of KEDA's redis scaler", where, k)
 		}
 	}
-	ct := d.Spec.Template.Spec.Containers[0]
-	env := c.environment(where, ct)
 	ns := c.setting(env, "BALLET_REDIS_NAMESPACE")
 	if want := "asynq:{" + ns + "planner}:pending"; md["listName"] != want {
 		c.errorf("%s: listName %q, want the planner queue's pending list %q", where, md["listName"], want)
@@ -185,6 +216,110 @@ func (c *checker) checkRedisTrigger(where string, triggers []kedav1alpha1.ScaleT
 	if db := strings.TrimPrefix(u.Path, "/"); db != md["databaseIndex"] && !(db == "" && md["databaseIndex"] == "0") {
 		c.errorf("%s: databaseIndex %q, the workers use database %q", where, md["databaseIndex"], db)
 	}
+}
+
+// checkPostgresqlTrigger: the postgresql trigger connects with the
+// workers' database.url, counts the turns of the ready index (held back)
+// and of the due-heads index (dispatched, not ended), and adds a worker per
+// at most worker.concurrency of them.
+func (c *checker) checkPostgresqlTrigger(where string, t kedav1alpha1.ScaleTriggers, env map[string]envVar) {
+	md := t.Metadata
+	for k := range md {
+		if !slices.Contains(postgresqlScalerKeys, k) {
+			c.errorf("%s: trigger metadata %q is not a key of KEDA's postgresql scaler", where, k)
+		}
+	}
+	if md["connection"] != "" || md["password"] != "" {
+		c.errorf("%s: the postgresql trigger has the database's credentials in its metadata; read them with connectionFromEnv", where)
+	}
+	db, ok := env["BALLET_DATABASE_URL"]
+	switch name := md["connectionFromEnv"]; {
+	case t.AuthenticationRef != nil:
+		// A TriggerAuthentication: not rendered here, so not checkable.
+	case name == "":
+		c.errorf("%s: the postgresql trigger has no connectionFromEnv (the workers' database.url)", where)
+	case !ok:
+		c.errorf("%s: the worker container has no BALLET_DATABASE_URL", where)
+	default:
+		got, set := env[name]
+		if !set {
+			c.errorf("%s: connectionFromEnv names %s, which the worker container does not set", where, name)
+		} else if got != db {
+			c.errorf("%s: the scaler reads Postgres from %s (%+v), the workers from BALLET_DATABASE_URL (%+v)", where, name, got, db)
+		}
+	}
+	q := normalizeSQL(md["query"])
+	for _, idx := range []string{"planner_turns_ready_idx", "planner_turns_due_heads_idx"} {
+		pred, err := indexPredicate(idx)
+		if err != nil {
+			c.errorf("%s: %v", where, err)
+			continue
+		}
+		if !slices.ContainsFunc(countQueries.FindAllStringSubmatch(q, -1), func(m []string) bool {
+			return slices.Equal(conjuncts(m[1]), conjuncts(pred))
+		}) {
+			c.errorf("%s: query %q does not count planner_turns WHERE %s (%s)", where, md["query"], pred, idx)
+		}
+	}
+	target, err := strconv.ParseFloat(md["targetQueryValue"], 64)
+	concurrency, err2 := strconv.Atoi(c.setting(env, "BALLET_WORKER_CONCURRENCY"))
+	if err != nil || err2 != nil || target <= 0 || target > float64(concurrency) {
+		c.errorf("%s: targetQueryValue %q, want turns per worker, at most worker.concurrency (%s)", where, md["targetQueryValue"], c.setting(env, "BALLET_WORKER_CONCURRENCY"))
+	}
+	if a, ok := md["activationTargetQueryValue"]; ok {
+		if v, err := strconv.ParseFloat(a, 64); err != nil || v < 0 {
+			c.errorf("%s: activationTargetQueryValue %q is not a count", where, a)
+		}
+	}
+}
+
+// countQueries finds each `SELECT count(*) FROM planner_turns WHERE ...` of
+// a normalized query, up to a closing parenthesis, a semicolon or the end.
+var countQueries = regexp.MustCompile(`select count\(\*\) from planner_turns where ([^();]+)`)
+
+// sqlComment is a -- comment, to the end of its line.
+var sqlComment = regexp.MustCompile(`--[^\n]*`)
+
+// normalizeSQL lowercases s and collapses its whitespace.
+func normalizeSQL(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(s)), " ")
+}
+
+// conjuncts splits a normalized predicate on AND, sorted.
+func conjuncts(pred string) []string {
+	var out []string
+	for _, p := range strings.Split(normalizeSQL(pred), " and ") {
+		out = append(out, strings.TrimSpace(p))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// indexPredicate is the WHERE of the last `CREATE INDEX name ... WHERE ...;`
+// in the Up sections of the product's migrations, normalized.
+func indexPredicate(name string) (string, error) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "store", "migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("no migrations under ../../store/migrations: %v", err)
+	}
+	slices.Sort(files)
+	re := regexp.MustCompile(`create index ` + regexp.QuoteMeta(name) + ` on [^;]* where ([^;]+);`)
+	pred := ""
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		up, _, _ := strings.Cut(string(b), "-- +goose Down")
+		up = sqlComment.ReplaceAllString(up, "")
+		for _, m := range re.FindAllStringSubmatch(normalizeSQL(up), -1) {
+			pred = m[1]
+		}
+	}
+	if pred == "" {
+		return "", fmt.Errorf("no partial index %s in ../../store/migrations", name)
+	}
+	return pred, nil
 }
 
 // scalerEnvNames are the container variables the ScaledObjects read.
