@@ -190,6 +190,11 @@ func (d *Dispatcher) lead(ctx context.Context, conn *store.DispatchConn) error {
 	defer d.metrics.lostLead()
 	d.log.InfoContext(ctx, "dispatcher leads")
 	s := &session{d: d, conn: conn, tree: newTree(d.caps)}
+	defer func() {
+		if s.paced != nil {
+			s.paced.Stop()
+		}
+	}()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -217,6 +222,10 @@ type session struct {
 	slotsAt  time.Time
 	syncedAt time.Time
 	shownAt  time.Time
+	// lastStart is the last dispatch, and paced the wake-up set for the
+	// next one that staggering allows (see dispatch).
+	lastStart time.Time
+	paced     *time.Timer
 }
 
 // step applies what happened since the last step and fills the free slots.
@@ -246,6 +255,29 @@ func (s *session) step(ctx context.Context) error {
 		s.d.metrics.show(s.tree, s.slots, now)
 	}
 	return nil
+}
+
+// staggerShare is the part of the mean time between two slots freeing that
+// staggered starts keep between them: a little less, so that staggering
+// never starts turns slower than the pool frees slots.
+const staggerShare = 0.9
+
+// stagger is the least time between two staggered starts.
+func (s *session) stagger() time.Duration {
+	if s.slots <= 0 {
+		return 0
+	}
+	return time.Duration(staggerShare * s.tree.estimate / float64(s.slots) * float64(time.Second))
+}
+
+// wakeAt makes the loop step again at t.
+func (s *session) wakeAt(t time.Time) {
+	d := max(time.Until(t), time.Millisecond)
+	if s.paced == nil {
+		s.paced = time.AfterFunc(d, s.d.poke)
+		return
+	}
+	s.paced.Reset(d)
 }
 
 // resync rebuilds the tree from Postgres, and reads every key's settings.
@@ -324,6 +356,15 @@ func (s *session) apply(ctx context.Context, notes []store.DispatchNote, now tim
 // marked dispatched in Postgres, then enqueued. A task lost between the two
 // (this process dies, Redis refuses) is enqueued again by the workers'
 // sweepers, which look for dispatched turns that no worker claimed.
+//
+// Starts are staggered while turns are held back: an organization at or
+// over its share of the slots starts at most one turn every stagger(), the
+// time in which the pool frees a slot on average. Turns started together
+// end together, and a pool whose slots all free at once makes a newcomer
+// wait a whole turn for the next; spread out, some slot frees every
+// stagger(). An organization under its share is never held back, and
+// neither is anyone while nothing waits, so a lone organization still
+// fills the pool at once.
 func (s *session) dispatch(ctx context.Context) error {
 	for {
 		free := min(s.slots-s.tree.inflight, batchMax)
@@ -332,10 +373,18 @@ func (s *session) dispatch(ctx context.Context) error {
 		}
 		var picked []*item
 		for range free {
-			it := s.tree.pick(time.Now())
-			if it == nil {
+			now := time.Now()
+			var it *item
+			next := s.lastStart.Add(s.stagger())
+			if s.tree.backlog() > s.slots-s.tree.inflight && now.Before(next) {
+				if it = s.tree.pickUnderShare(now, s.slots); it == nil {
+					s.wakeAt(next)
+					break
+				}
+			} else if it = s.tree.pick(now); it == nil {
 				break
 			}
+			s.lastStart = now
 			picked = append(picked, it)
 		}
 		if len(picked) == 0 {

@@ -299,8 +299,33 @@ func (t *tree) start(it *item, now time.Time, charge bool) {
 // those that can start a turn; inside it, to interactive turns first; then
 // to the project, then the human, with the least; then to that human's
 // oldest ready turn.
-func (t *tree) pick(now time.Time) *item {
-	org := choose(t.root, func(n *node) bool { return n.eligible(interactive) || n.eligible(batch) })
+func (t *tree) pick(now time.Time) *item { return t.pickFrom(now, nil) }
+
+// pickUnderShare is pick among the organizations that hold fewer slots
+// than their share of the pool's slots: the pool's slots times their
+// weight over the weights of the organizations with turns ready or
+// running.
+func (t *tree) pickUnderShare(now time.Time, slots int) *item {
+	var weights float64
+	for _, org := range t.root.children {
+		if org.active() {
+			weights += org.weight
+		}
+	}
+	return t.pickFrom(now, func(org *node) bool {
+		return float64(org.running) < float64(slots)*org.weight/weights
+	})
+}
+
+// backlog is the number of ready turns.
+func (t *tree) backlog() int { return t.root.ready[interactive] + t.root.ready[batch] }
+
+// pickFrom is pick among the organizations that allow accepts (all when
+// nil).
+func (t *tree) pickFrom(now time.Time, allow func(*node) bool) *item {
+	org := choose(t.root, func(n *node) bool {
+		return (allow == nil || allow(n)) && (n.eligible(interactive) || n.eligible(batch))
+	})
 	if org == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -387,5 +388,32 @@ func TestResetKeepsInFlight(t *testing.T) {
 	}
 	if it := tr.pick(now); it == nil || it.turn.ID != "3" {
 		t.Fatalf("picked %+v, want turn 3", it)
+	}
+}
+
+// TestPickUnderShare: while starts are staggered, only an organization
+// holding fewer slots than its weighted share of the pool may start one; a
+// lone organization's share is the whole pool.
+func TestPickUnderShare(t *testing.T) {
+	t.Parallel()
+	s := newSim(t, 10, Caps{}, nil)
+	s.send("A", "A1", "ann", 6, false)
+	s.fill(fixed(time.Second))
+	s.send("A", "A1", "ann", 10, false)
+	if it := s.tree.pickUnderShare(s.now, 10); it == nil || it.turn.Organization != "A" {
+		t.Fatalf("A alone with 7 of 10 slots: picked %+v, want A's", it)
+	}
+	s.send("B", "B1", "bob", 10, false)
+	var got []string
+	for {
+		it := s.tree.pickUnderShare(s.now, 10)
+		if it == nil {
+			break
+		}
+		got = append(got, it.turn.Organization)
+	}
+	// A holds 7, over its share of 5; B starts until it holds 5.
+	if strings.Join(got, "") != "BBBBB" {
+		t.Fatalf("picked %v under share, want B five times", got)
 	}
 }
