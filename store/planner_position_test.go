@@ -49,7 +49,7 @@ func TestQueuedPositionUnderShares(t *testing.T) {
 			{"gamma's first", gamma, gamma.sessions[0], 2, 0},
 			// Behind its own session's turn, after alpha's other projects'
 			// and one of each other organization's.
-			{"alpha's second turn in a session", alpha, alpha.sessions[0], 6, 1},
+			{"alpha's second turn in a session", alpha, alpha.sessions[0], 5, 1},
 		}
 		for _, st := range steps {
 			if got := send(st.org, st.session); got != want(st.fair, st.own) {
@@ -62,7 +62,7 @@ func TestQueuedPositionUnderShares(t *testing.T) {
 			WHERE type = 'queued' ORDER BY created_at DESC, cursor DESC LIMIT 1`).Scan(&stored); err != nil {
 			t.Fatal(err)
 		}
-		if w := want(6, 1); stored != w {
+		if w := want(5, 1); stored != w {
 			t.Fatalf("direct %v: stored position %d, want %d", direct, stored, w)
 		}
 	}

@@ -285,9 +285,9 @@ const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 	RETURNING (SELECT n FROM ahead), (SELECT n FROM fair)`
 
 // fairAhead estimates, as the CTE fair, how many turns held back by the
-// scheduler start before a turn of project $3, human $6 and priority $13
-// made ready now, under the current shares (none with direct dispatch,
-// $12): with r the turn's rank among its human's held-back turns in the
+// scheduler, other than session $2's own, start before a turn of project
+// $3, human $6 and priority $13 made ready now, under the current shares
+// (none with direct dispatch, $12): with r the turn's rank among its human's held-back turns in the
 // project (interactive ones only, for an interactive turn), each other
 // human of the project starts up to r of theirs first; with that rank
 // r' in the project, each other project of the organization starts up to
@@ -297,6 +297,7 @@ const fairAhead = `g AS (SELECT p.organization_id AS org, t.project_id AS projec
 			count(*) AS n_all, count(*) FILTER (WHERE t.priority = 'interactive') AS n_int
 		FROM planner_turns t JOIN projects p ON p.id = t.project_id
 		WHERE t.finished_at IS NULL AND t.ready_at IS NOT NULL AND t.enqueued_at IS NULL AND NOT $12
+			AND t.session_id <> $2
 		GROUP BY 1, 2, 3),
 	me AS (SELECT p.organization_id AS org, p.scheduling_weight AS pw, o.scheduling_weight AS ow
 		FROM projects p JOIN organizations o ON o.id = p.organization_id WHERE p.id = $3),
