@@ -162,6 +162,9 @@ func TestQueueLimitsRefuseAtTheLimit(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			f := newTrackerFixture(t)
+			// First come first served: a position counts the session's
+			// own turns only (TestQueuedPositionUnderShares has the rest).
+			f.db.SetDirectDispatch(true)
 			other, err := f.db.CreateSession(ctx, f.otherEngineer, "GLX", "plan")
 			if err != nil {
 				t.Fatal(err)

@@ -130,7 +130,13 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 		turns:   d.DB, transcript: d.DB, toolCalls: d.DB, principals: d.DB, flags: d.DB, promptDB: d.DB, toolDB: d.DB}
 	// The worker never sends: it only enqueues a session's next turn.
 	w.planners = tasks.NewPlanner(d.DB, d.Queue, d.Publisher, tasks.NoQueueLimits, d.Log)
-	w.beat = newHeartbeat(d.DB, w.id, cfg.Concurrency, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
+	// Its slots are the dispatcher's capacity; without a dispatcher
+	// (fifo) it offers none.
+	slots := 0
+	if d.Scheduler.Fair() {
+		slots = cfg.Concurrency
+	}
+	w.beat = newHeartbeat(d.DB, w.id, slots, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
 	w.sweeper = newSweeper(d.DB, d.Queue, cfg.HeartbeatInterval/2, max(time.Minute, cfg.Lease), d.Log, m)
 	w.cancels = newCancelListener(d.Redis, d.Queue.Names().CancelChannel(), w.running)
 	w.numberer = tasks.NewEventNumberer(d.DB, d.Log)

@@ -18,6 +18,7 @@ import (
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
 	"github.com/balletplanner/ballet/worker"
+	"github.com/balletplanner/ballet/worker/dispatch"
 )
 
 func init() { benchCommands["embed"] = newBenchEmbedCmd }
@@ -189,6 +190,9 @@ func embedWorker(rt *runtime, fakeURL string, concurrency int) (*worker.Worker, 
 	return worker.New(rt.cfg.Worker, pc, rt.cfg.Worker.ShutdownTimeout, worker.Deps{DB: rt.db, Redis: rt.rdb,
 		Queue: tasks.NewQueue(rt.rdb, names, time.Hour), Publisher: tasks.NewPublisher(rt.rdb, names, log), Tools: reg, Log: log,
 		Model: worker.GatewayModel{Client: client}, Search: sc,
+		// It runs the embed queue; the turn bench's own worker, on a
+		// queue namespace of its own, dispatches and runs the turns.
+		Scheduler: dispatch.Config{Mode: dispatch.ModeFIFO},
 		Embedders: func(org, project string) store.Embedder {
 			return llm.Embedder{Client: client, EmbeddingModel: benchEmbedModel,
 				Who: llm.Principal{Subject: "search:index", Organization: org, Project: project}}
