@@ -2,7 +2,6 @@ package main
 
 import (
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -10,10 +9,10 @@ import (
 )
 
 // TestBenchFairnessPrintsTheTable runs a tiny `ballet bench fairness` for
-// its rows and one structural figure: with two worker slots and a burst of
-// 40 turns, fifo makes QUIET wait behind the burst, fair does not, so
-// QUIET's median wait during the burst is lower in fair mode. No figure is
-// compared with a time.
+// its rows and the one figure that holds however slow the machine is: the
+// cap. The waits depend on how fast the burst arrives, so none is compared;
+// the order the dispatcher gives slots in is tested in worker/dispatch and
+// worker (dispatch_test.go).
 func TestBenchFairnessPrintsTheTable(t *testing.T) {
 	t.Parallel()
 	url := storetest.URL(t)
@@ -41,15 +40,6 @@ func TestBenchFairnessPrintsTheTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
-	}
-	m := regexp.MustCompile(`\| A \| QUIET queue wait during the burst p50 \| ([0-9.]+) ms \| ([0-9.]+) ms \|`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no burst wait row:\n%s", out)
-	}
-	fair, _ := strconv.ParseFloat(m[1], 64)
-	fifo, _ := strconv.ParseFloat(m[2], 64)
-	if fair >= fifo {
-		t.Errorf("QUIET's median wait during the burst: fair %v ms, fifo %v ms; want fair lower:\n%s", fair, fifo, out)
 	}
 	// The cap is a hard limit, whatever the timing.
 	if !regexp.MustCompile(`\| caps \| max running turns of the weight-3 organization \(max_running_turns = 1\) \| [01] \|`).MatchString(out) {
