@@ -21,9 +21,6 @@ import (
 // process of a deployment must agree.
 func (db *DB) SetDirectDispatch(on bool) { db.direct = on }
 
-// DirectDispatch reports whether turns are dispatched as they become ready.
-func (db *DB) DirectDispatch() bool { return db.direct }
-
 // DispatchChannel is the Postgres channel the dispatcher listens on: a
 // trigger on planner_turns notifies every turn that becomes ready and every
 // ready or dispatched turn that ends, at commit; a change of weights or

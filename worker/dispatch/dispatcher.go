@@ -287,7 +287,7 @@ func (s *session) resync(ctx context.Context, now time.Time) error {
 		return err
 	}
 	s.tree.reset(turns, now)
-	if err := s.loadSettings(ctx, now, true); err != nil {
+	if err := s.loadSettings(ctx, true); err != nil {
 		return err
 	}
 	s.syncedAt = now
@@ -296,7 +296,7 @@ func (s *session) resync(ctx context.Context, now time.Time) error {
 
 // loadSettings reads the settings of every key in the tree (all) or of
 // those not read yet.
-func (s *session) loadSettings(ctx context.Context, now time.Time, all bool) error {
+func (s *session) loadSettings(ctx context.Context, all bool) error {
 	var orgs, projects []string
 	for _, org := range s.tree.root.children {
 		if _, ok := s.tree.settings[org.id]; all || !ok {
@@ -347,7 +347,7 @@ func (s *session) apply(ctx context.Context, notes []store.DispatchNote, now tim
 		}
 	}
 	if reload || fresh {
-		return s.loadSettings(ctx, now, reload)
+		return s.loadSettings(ctx, reload)
 	}
 	return nil
 }

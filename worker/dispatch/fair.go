@@ -106,18 +106,18 @@ func newTree(caps Caps) *tree {
 		estimate: firstEstimate.Seconds()}
 }
 
-// path returns the turn's organization, project and human nodes, making
-// the missing ones. A node made or woken from idle starts at the least
+// path returns the turn's human node, making the missing nodes of its
+// organization, project and human. A node made or woken from idle starts at the least
 // virtual time of its active siblings: an idle key banks no credit.
-func (t *tree) path(d store.DispatchTurn, now time.Time) (org, proj, human *node) {
-	org = t.child(t.root, d.Organization, now)
-	proj = t.child(org, d.Project, now)
-	human = t.child(proj, d.Human, now)
+func (t *tree) path(d store.DispatchTurn) (human *node) {
+	org := t.child(t.root, d.Organization)
+	proj := t.child(org, d.Project)
+	human = t.child(proj, d.Human)
 	human.children = nil
-	return org, proj, human
+	return human
 }
 
-func (t *tree) child(parent *node, id string, now time.Time) *node {
+func (t *tree) child(parent *node, id string) *node {
 	n := parent.children[id]
 	if n == nil {
 		n = newNode(id, parent)
@@ -228,7 +228,7 @@ func (t *tree) add(d store.DispatchTurn, now time.Time) {
 		}
 		return
 	}
-	_, _, human := t.path(d, now)
+	human := t.path(d)
 	it := &item{turn: d, human: human}
 	if d.Batch {
 		it.prio = batch
