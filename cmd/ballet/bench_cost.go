@@ -58,9 +58,10 @@ type costMeter struct {
 }
 
 // begin closes the pool's connections, so that their backends flush their
-// statistics, and samples everything.
+// statistics, and samples everything. The dispatcher's connections are
+// outside the pool and stay: their backends are sampled, not waited for.
 func (m *costMeter) begin(ctx context.Context) error {
-	pids, err := m.bd.backendPIDs(ctx)
+	pids, err := m.bd.poolBackendPIDs(ctx)
 	if err != nil {
 		return err
 	}

@@ -241,6 +241,21 @@ func (bd *benchDatabase) backendPIDs(ctx context.Context) ([]int32, error) {
 	return pids, nil
 }
 
+// poolBackendPIDs are the process ids of the bench database's backends but
+// the dispatcher's, which live outside the pool.
+func (bd *benchDatabase) poolBackendPIDs(ctx context.Context) ([]int32, error) {
+	rows, err := bd.admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name <> $2`,
+		bd.name, store.DispatchListenerName)
+	if err != nil {
+		return nil, fmt.Errorf("bench turns: pg_stat_activity: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("bench turns: pg_stat_activity: %w", err)
+	}
+	return pids, nil
+}
+
 // commitsAfterExit waits (up to 15 s) until none of the backends pids is
 // left, then reads the database's xact_commit. A backend flushes its
 // statistics when it exits; an idle one may hold them for 10 s.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,8 +28,10 @@ func newBenchFairnessCmd() *cobra.Command {
 			"B. two organizations of weights 1 and 3 burst --burst-b turns each; then again with\n" +
 			"   max_running_turns = --cap on the weight-3 one;\n" +
 			"the flood: FLOOD's --flood-projects projects send until refused, then OTHER sends --other-sends;\n" +
-			"the cost: --cost-sessions × --cost-messages turns at latency 0, fair vs fifo.",
-		Example: "  ballet bench fairness\n  ballet bench fairness --latency 200ms --noisy-sessions 20 --quiet-alone 3s",
+			"the cost: --cost-sessions × --cost-messages turns at latency 0, --cost-rounds times in each mode,\n" +
+			"   fair and fifo in turn; the figures are medians over the rounds.\n" +
+			"--scenarios runs some of them (a, b, caps, flood, cost).",
+		Example: "  ballet bench fairness\n  ballet bench fairness --scenarios cost --cost-rounds 5\n  ballet bench fairness --latency 200ms --noisy-sessions 20 --quiet-alone 3s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return usageError{"bench fairness: " + err.Error()}
@@ -55,6 +58,8 @@ func newBenchFairnessCmd() *cobra.Command {
 	fs.IntVar(&o.CostSessions, "cost-sessions", 200, "sessions of the cost scenario")
 	fs.IntVar(&o.CostMessages, "cost-messages", 10, "messages per session of the cost scenario, one after another")
 	fs.IntVar(&o.CostConcurency, "cost-concurrency", 500, "worker slots of the cost scenario")
+	fs.IntVar(&o.CostRounds, "cost-rounds", 3, "rounds of the cost scenario in each mode, fair and fifo in turn")
+	fs.StringSliceVar(&o.Scenarios, "scenarios", nil, "the scenarios to run, of "+strings.Join(benchfair.Scenarios, ",")+" (default all)")
 	return c
 }
 

@@ -20,7 +20,7 @@ func TestBenchFairnessPrintsTheTable(t *testing.T) {
 		"--concurrency", "2", "--latency", "200ms", "--quiet-every", "200ms", "--quiet-alone", "1s",
 		"--noisy-projects", "2", "--noisy-sessions", "20", "--burst-b", "12", "--cap", "1",
 		"--flood-total", "40", "--flood-per-project", "5", "--flood-projects", "11", "--other-sends", "5", "--other-over", "200ms",
-		"--cost-sessions", "4", "--cost-messages", "2", "--cost-concurrency", "8")
+		"--cost-sessions", "4", "--cost-messages", "2", "--cost-concurrency", "8", "--cost-rounds", "2")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}

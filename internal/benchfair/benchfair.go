@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +44,17 @@ type Options struct {
 	CostSessions   int
 	CostMessages   int
 	CostConcurency int
+	CostRounds     int // fair and fifo alternate this many times each
+	// Scenarios are the ones to run, of Scenarios (nil: all).
+	Scenarios []string
+}
+
+// Scenarios are the names of the bench's scenarios, in the order they run.
+var Scenarios = []string{"a", "b", "caps", "flood", "cost"}
+
+// runs reports whether scenario name is to run.
+func (o Options) runs(name string) bool {
+	return len(o.Scenarios) == 0 || slices.Contains(o.Scenarios, name)
 }
 
 // Cost is what a metered run cost, as the command's meter read it.

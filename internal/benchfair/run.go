@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -24,147 +26,105 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--cap: must be at least 1")
 	case o.FloodTotal < 1 || o.FloodProject < 1 || o.FloodOrg < 0 || o.FloodProjects < 1 || o.OtherSends < 0:
 		return fmt.Errorf("--flood-*: totals and projects must be at least 1")
-	case o.CostSessions < 1 || o.CostMessages < 1:
-		return fmt.Errorf("--cost-sessions and --cost-messages: must be at least 1")
+	case o.CostSessions < 1 || o.CostMessages < 1 || o.CostRounds < 1:
+		return fmt.Errorf("--cost-sessions, --cost-messages and --cost-rounds: must be at least 1")
+	}
+	for _, s := range o.Scenarios {
+		if !slices.Contains(Scenarios, s) {
+			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(Scenarios, ", "))
+		}
 	}
 	return nil
 }
 
-// Run runs every scenario and prints the table.
+// results are what the scenarios that ran found; a scenario that did
+// not run leaves its field nil.
+type results struct {
+	fair, fifo *resultA
+	b, caps    *resultB
+	flood      *resultFlood
+	cost       *costRounds
+}
+
+// Run runs the scenarios o selects and prints the table.
 func Run(ctx context.Context, d Deps, o Options, out io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "bench fairness: worker concurrency %d, fake model latency %s; QUIET sends every %s (a new session each), %s alone; NOISY bursts %d projects × %d sessions = %d turns; scenario B bursts %d + %d; cap %d; cost %d sessions × %d messages at concurrency %d, latency 0\n",
+	fmt.Fprintf(out, "bench fairness: worker concurrency %d, fake model latency %s; QUIET sends every %s (a new session each), %s alone; NOISY bursts %d projects × %d sessions = %d turns; scenario B bursts %d + %d; cap %d; cost %d sessions × %d messages at concurrency %d, latency 0, %d rounds of each mode\n",
 		o.Concurrency, o.Latency, o.QuietEvery, o.QuietAlone, o.NoisyProjects, o.NoisySessions, o.NoisyProjects*o.NoisySessions,
-		o.BurstB, o.BurstB, o.Cap, o.CostSessions, o.CostMessages, o.CostConcurency)
+		o.BurstB, o.BurstB, o.Cap, o.CostSessions, o.CostMessages, o.CostConcurency, o.CostRounds)
 	fmt.Fprintln(out, "database: a fresh one per scenario and mode (migrated, dropped at the end); Redis: a namespace of its own each")
-	step := func(name string) func() {
+	step := func(name string, run func() error) error {
 		start := time.Now()
 		fmt.Fprintf(out, "… %s", name)
-		return func() { fmt.Fprintf(out, " (%.1f s)\n", time.Since(start).Seconds()) }
+		if err := run(); err != nil {
+			fmt.Fprintln(out)
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(out, " (%.1f s)\n", time.Since(start).Seconds())
+		return nil
 	}
-	done := step("scenario A, fair")
-	fair, err := scenarioA(ctx, d, o, "fair")
-	if err != nil {
-		return fmt.Errorf("scenario A (fair): %w", err)
+	var res results
+	var steps []func() error
+	if o.runs("a") {
+		steps = append(steps, func() error {
+			return step("scenario A, fair", func() (err error) { res.fair, err = ptr(scenarioA(ctx, d, o, "fair")); return err })
+		}, func() error {
+			return step("scenario A, fifo", func() (err error) { res.fifo, err = ptr(scenarioA(ctx, d, o, "fifo")); return err })
+		})
 	}
-	done()
-	done = step("scenario A, fifo")
-	fifo, err := scenarioA(ctx, d, o, "fifo")
-	if err != nil {
-		return fmt.Errorf("scenario A (fifo): %w", err)
+	if o.runs("b") {
+		steps = append(steps, func() error {
+			return step("scenario B, weights 1 and 3", func() (err error) { res.b, err = ptr(scenarioB(ctx, d, o, 0)); return err })
+		})
 	}
-	done()
-	done = step("scenario B, weights 1 and 3")
-	b, err := scenarioB(ctx, d, o, 0)
-	if err != nil {
-		return fmt.Errorf("scenario B: %w", err)
+	if o.runs("caps") {
+		steps = append(steps, func() error {
+			return step(fmt.Sprintf("scenario B with max_running_turns = %d on the weight-3 organization", o.Cap),
+				func() (err error) { res.caps, err = ptr(scenarioB(ctx, d, o, o.Cap)); return err })
+		})
 	}
-	done()
-	done = step(fmt.Sprintf("scenario B with max_running_turns = %d on the weight-3 organization", o.Cap))
-	c, err := scenarioB(ctx, d, o, o.Cap)
-	if err != nil {
-		return fmt.Errorf("scenario B (cap): %w", err)
+	if o.runs("flood") {
+		steps = append(steps, func() error {
+			return step("admission, the flood", func() (err error) { res.flood, err = ptr(scenarioFlood(ctx, d, o)); return err })
+		})
 	}
-	done()
-	done = step("admission, the flood")
-	fl, err := scenarioFlood(ctx, d, o)
-	if err != nil {
-		return fmt.Errorf("admission: %w", err)
+	if o.runs("cost") {
+		res.cost = &costRounds{}
+		for i := range o.CostRounds {
+			// fair, fifo, fifo, fair, …: a drift of the machine's load
+			// weighs on both modes alike.
+			modes := []string{"fair", "fifo"}
+			if i%2 == 1 {
+				modes = []string{"fifo", "fair"}
+			}
+			for _, mode := range modes {
+				steps = append(steps, func() error {
+					return step(fmt.Sprintf("dispatcher cost, round %d, %s", i+1, mode), func() error {
+						c, err := scenarioCost(ctx, d, o, mode)
+						if err != nil {
+							return err
+						}
+						res.cost.add(mode, c)
+						return nil
+					})
+				})
+			}
+		}
 	}
-	done()
-	done = step("dispatcher cost, fair")
-	costFair, err := scenarioCost(ctx, d, o, "fair")
-	if err != nil {
-		return fmt.Errorf("cost (fair): %w", err)
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
 	}
-	done()
-	done = step("dispatcher cost, fifo")
-	costFIFO, err := scenarioCost(ctx, d, o, "fifo")
-	if err != nil {
-		return fmt.Errorf("cost (fifo): %w", err)
-	}
-	done()
-	printTable(out, o, fair, fifo, b, c, fl, costFair, costFIFO)
+	printTable(out, o, res)
 	return nil
 }
 
-func msf(d time.Duration) string {
-	v := float64(d) / float64(time.Millisecond)
-	switch {
-	case v < 10:
-		return fmt.Sprintf("%.2f ms", v)
-	case v < 100:
-		return fmt.Sprintf("%.1f ms", v)
+func ptr[T any](v T, err error) (*T, error) {
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Sprintf("%.0f ms", v)
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "**missed**"
-}
-
-func printTable(out io.Writer, o Options, fair, fifo resultA, b, c resultB, fl resultFlood, cf, cq Cost) {
-	fmt.Fprint(out, "\n| scenario | figure | fair | fifo | goal | |\n|---|---|---:|---:|---|---|\n")
-	row := func(sc, fig, f, q, goal, v string) {
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", sc, fig, f, q, goal, v)
-	}
-	row("A", "QUIET turns alone / during the burst", fmt.Sprintf("%d / %d", fair.aloneN, fair.burstN), fmt.Sprintf("%d / %d", fifo.aloneN, fifo.burstN), "", "")
-	row("A", "QUIET queue wait alone p50", msf(fair.aloneP50), msf(fifo.aloneP50), "", "")
-	row("A", "QUIET queue wait alone p99", msf(fair.aloneP99), msf(fifo.aloneP99), "", "")
-	row("A", "QUIET queue wait during the burst p50", msf(fair.burstP50), msf(fifo.burstP50), "", "")
-	row("A", "QUIET queue wait during the burst p99", msf(fair.burstP99), msf(fifo.burstP99), "≤ 1 s (fair)", verdict(fair.burstN > 0 && fair.burstP99 <= time.Second))
-	row("A", "burst: turns finished / seconds", fmt.Sprintf("%d / %.1f s", fair.burstTurns, fair.burstTook.Seconds()), fmt.Sprintf("%d / %.1f s", fifo.burstTurns, fifo.burstTook.Seconds()), "", "")
-	ratio := fair.turnsPerSec / max(fifo.turnsPerSec, 1e-9)
-	row("A", "burst: turns/s", fmt.Sprintf("%.2f", fair.turnsPerSec), fmt.Sprintf("%.2f", fifo.turnsPerSec), "", "")
-	row("A", "burst: turns/s fair ÷ fifo", fmt.Sprintf("%.3f", ratio), "", "≥ 0.95", verdict(ratio >= 0.95))
-	row("A", "burst: slot share QUIET / NOISY", fmt.Sprintf("%.1f%% / %.1f%%", 100*fair.quietShare, 100*fair.noisyShare), fmt.Sprintf("%.1f%% / %.1f%%", 100*fifo.quietShare, 100*fifo.noisyShare), "", "")
-	row("B", fmt.Sprintf("weights 1 / 3, bursts of %d each: share of running turns while both backlogged", o.BurstB),
-		fmt.Sprintf("%.1f%% / %.1f%%", 100*b.share1, 100*b.share3), "", "25% / 75% ± 5%", verdict(b.backlogged > 0 && b.share3 >= 0.70 && b.share3 <= 0.80))
-	row("B", "samples (100 ms) while both backlogged / in all; drained in", fmt.Sprintf("%d / %d; %.1f s", b.backlogged, b.samples, b.took.Seconds()), "", "", "")
-	row("caps", fmt.Sprintf("max running turns of the weight-3 organization (max_running_turns = %d)", c.cap),
-		fmt.Sprintf("%d", c.max3), "", fmt.Sprintf("≤ %d", c.cap), verdict(c.samples > 0 && c.max3 <= c.cap))
-	row("caps", "samples (100 ms) / drained in; shares while both backlogged", fmt.Sprintf("%d / %.1f s; %.1f%% / %.1f%%", c.samples, c.took.Seconds(), 100*c.share1, 100*c.share3), "", "", "")
-	row("admission", fmt.Sprintf("FLOOD (%d projects) accepted / refused (total %d, per project %d, per organization %d)",
-		o.FloodProjects, fl.lim.Total, fl.lim.PerProject, fl.lim.PerOrganization), fmt.Sprintf("%d / %d", fl.floodSent, fl.floodRefused), "", "", "")
-	row("admission", fmt.Sprintf("OTHER's %d sends over %s: refused", o.OtherSends, o.OtherOver), fmt.Sprintf("%d", fl.otherRefused), "", "0", verdict(fl.otherRefused == 0))
-	cfv, cqv := cf.perTurn(), cq.perTurn()
-	pg := func(c Cost, v float64) string {
-		if !c.PGCPUOK {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.3f ms", v)
-	}
-	row("cost", "turns, turns/s", fmt.Sprintf("%d, %.0f", cf.Turns, cfv[0]), fmt.Sprintf("%d, %.0f", cq.Turns, cqv[0]), "", "")
-	row("cost", "Go CPU per turn", fmt.Sprintf("%.3f ms", cfv[1]), fmt.Sprintf("%.3f ms", cqv[1]), "", "")
-	row("cost", "Postgres CPU per turn", pg(cf, cfv[2]), pg(cq, cqv[2]), "", "")
-	row("cost", "Redis CPU per turn", fmt.Sprintf("%.3f ms", cfv[3]), fmt.Sprintf("%.3f ms", cqv[3]), "", "")
-	row("cost", "CPU per turn, total", fmt.Sprintf("%.3f ms", cfv[4]), fmt.Sprintf("%.3f ms", cqv[4]), "", "")
-	row("cost", "statements per turn", fmt.Sprintf("%.1f", cfv[5]), fmt.Sprintf("%.1f", cqv[5]), "", "")
-	row("cost", "Redis commands per turn", fmt.Sprintf("%.1f", cfv[6]), fmt.Sprintf("%.1f", cqv[6]), "", "")
-	diff := cfv[4] - cqv[4]
-	row("cost", "dispatcher: CPU per turn fair − fifo", fmt.Sprintf("%+.3f ms", diff), "", "≤ 0.3 ms", verdict(diff <= 0.3))
-	row("cost", "dispatcher: statements / Redis commands per turn fair − fifo", fmt.Sprintf("%+.1f / %+.1f", cfv[5]-cqv[5], cfv[6]-cqv[6]), "", "", "")
-	fmt.Fprint(out, "\nQueue wait: planner_turns.started_at − created_at, from Postgres at the end; \"during the burst\" are QUIET's turns created between NOISY's first turn and NOISY's last turn's end. "+
-		"Turns/s: the turns (of both organizations) finished in that window, divided by it. Slot share (A): each organization's running time integrated over the window (started_at..finished_at). "+
-		"Shares (B) and caps: running turns per organization sampled from Postgres every 100 ms; B's shares only over the samples where both organizations had ready, undispatched turns. "+
-		"Admission: no worker runs, so nothing drains. "+
-		"Cost: Go CPU of this process (worker, load generator, pub/sub reader), the bench database's backends, the whole Redis server; statements from pg_stat_statements when loaded, else the driver.\n")
-}
-
-// perTurn is turns/s, Go, Postgres, Redis and total CPU ms per turn,
-// statements and Redis commands per turn.
-func (c Cost) perTurn() []float64 {
-	n := float64(max(c.Turns, 1))
-	perMS := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
-	pg := c.PGCPU
-	if !c.PGCPUOK {
-		pg = 0
-	}
-	return []float64{float64(c.Turns) / max(c.Took.Seconds(), 1e-9), perMS(c.GoCPU), perMS(pg), perMS(c.RedisCPU),
-		perMS(c.GoCPU + pg + c.RedisCPU), float64(c.Statements) / n, float64(c.RedisCmds) / n}
+	return &v, nil
 }
