@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,9 +88,15 @@ type DispatchConn struct {
 	conn *pgx.Conn
 }
 
-// OpenDispatchConn opens a dispatcher connection.
+// OpenDispatchConn opens a dispatcher connection. Its commits do not wait
+// for the WAL to reach disk (synchronous_commit off): a dispatch mark lost
+// in a Postgres crash leaves the turn ready, the next leader dispatches it
+// again, and the task's id (the turn's) makes that enqueue a no-op while
+// the first task waits or runs; the turn's lease keeps it from running
+// twice. The worker's claim commits synchronously, and so makes the mark
+// durable before the turn starts.
 func (db *DB) OpenDispatchConn(ctx context.Context) (*DispatchConn, error) {
-	conn, err := db.connectOwn(ctx, DispatchListenerName)
+	conn, err := db.connectOwn(ctx, DispatchListenerName, map[string]string{"synchronous_commit": "off"})
 	if err != nil {
 		return nil, fmt.Errorf("store: dispatch connection: %w", err)
 	}
@@ -99,7 +106,7 @@ func (db *DB) OpenDispatchConn(ctx context.Context) (*DispatchConn, error) {
 // ListenDispatch opens a connection of its own listening on
 // DispatchChannel; the caller waits on it and closes it.
 func (db *DB) ListenDispatch(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := db.connectOwn(ctx, DispatchListenerName)
+	conn, err := db.connectOwn(ctx, DispatchListenerName, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: listen for dispatch: %w", err)
 	}
@@ -110,12 +117,15 @@ func (db *DB) ListenDispatch(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// connectOwn opens a connection outside the pool, named name.
-func (db *DB) connectOwn(ctx context.Context, name string) (*pgx.Conn, error) {
+// connectOwn opens a connection outside the pool, named name, with the
+// run-time parameters params besides the pool's.
+func (db *DB) connectOwn(ctx context.Context, name string, params map[string]string) (*pgx.Conn, error) {
 	cfg := db.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams = maps.Clone(cfg.RuntimeParams)
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
+	maps.Copy(cfg.RuntimeParams, params)
 	cfg.RuntimeParams["application_name"] = name
 	return pgx.ConnectConfig(ctx, cfg)
 }
