@@ -70,6 +70,15 @@ type Output struct {
 	Content []Block `json:"content,omitempty"`
 	// CreatedAt is when a stored output was committed; text deltas have none.
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// A text output's place in its round's text: Attempt grows whenever the
+	// round's text starts over (another worker took the turn over, or the
+	// model was called again); the text is the bytes that end at TextEnd of
+	// the round that follows the stored output with cursor TextAfter. A
+	// text output without TextEnd has no known place (the running text was
+	// lost with Redis's data): it follows what came before it.
+	Attempt   int64 `json:"attempt,omitempty"`
+	TextAfter int64 `json:"text_after,omitempty"`
+	TextEnd   int64 `json:"text_end,omitempty"`
 }
 
 // Turn is one human message's run through the planner.

@@ -224,17 +224,9 @@ func nextWait(b retry.Backoff) time.Duration {
 	return d
 }
 
-// liveOutput is an output as published: a text delta may carry the length
-// of its round's text after it.
-type liveOutput struct {
-	store.Output
-	TextAfter int64 `json:"text_after"`
-	TextEnd   int64 `json:"text_end"`
-}
-
 // route hands a message to every watcher of its channel.
 func (h *Hub) route(m *redis.Message) {
-	var o liveOutput
+	var o store.Output
 	if err := json.Unmarshal([]byte(m.Payload), &o); err != nil {
 		h.log.Warn("hub: undecodable output", slog.String("channel", m.Channel), slog.Any("error", err))
 		return
@@ -247,7 +239,7 @@ func (h *Hub) route(m *redis.Message) {
 	}
 	// Every watcher's item points at the one decoded output: a queue slot
 	// is a few words, and the fan-out copies no output.
-	it := item{out: &o.Output, textAfter: o.TextAfter, textEnd: o.TextEnd}
+	it := item{out: &o}
 	for w := range st.watchers {
 		h.push(st, w, it)
 	}

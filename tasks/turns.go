@@ -201,16 +201,71 @@ func NewPublisher(rdb redis.UniversalClient, names Names, log *slog.Logger) *Pub
 }
 
 // Publish sends outputs in order, in one round trip, and keeps the running
-// round's text so far beside them for watchers that join mid-round. Pub/sub
+// round's text so far beside them for watchers that join mid-round; a text
+// output is appended to the round's text as its current attempt (a worker
+// streams with PublishText, which fences and places its text). Pub/sub
 // is at-most-once: a watcher that misses one replays it from Postgres by
 // cursor, so a failure is logged, not returned.
 func (p *Publisher) Publish(ctx context.Context, outs ...store.Output) {
-	for i, err := range p.publishAll(ctx, outs) {
+	p.PublishFenced(ctx, 0, outs...)
+}
+
+// PublishFenced is Publish for a worker that stored outs under its lease:
+// attempt (LiveAttempt of its fencing token, try 0) becomes the running
+// round's, so that text of an older attempt is dropped from then on.
+func (p *Publisher) PublishFenced(ctx context.Context, attempt int64, outs ...store.Output) {
+	for i, err := range p.publishAll(ctx, outs, attempt) {
 		if o := outs[i]; err != nil {
 			p.log.WarnContext(ctx, "publish output", slog.String("session", o.Session),
 				slog.String("turn", o.Turn), slog.String("type", o.Type), slog.Any("error", err))
 		}
 	}
+}
+
+// TextDelta is a piece of a round's text as a worker streams it: Text
+// starts at byte Offset of the text of Attempt.
+type TextDelta struct {
+	Session, Turn string
+	Attempt       int64
+	Offset        int64
+	Text          string
+}
+
+// Text results beside the round's length.
+const (
+	// TextDropped: the delta's attempt is older than the round's, or its
+	// turn is done: the worker streaming it lost its lease.
+	TextDropped int64 = -1
+	// TextUnplaced: Redis keeps no round for the session (its data was
+	// lost); the delta was published without offsets.
+	TextUnplaced int64 = -2
+)
+
+// PublishText places a text delta in its round and publishes what is new
+// of it. It returns the length of the round's text (send from there next),
+// TextDropped or TextUnplaced.
+func (p *Publisher) PublishText(ctx context.Context, d TextDelta) (int64, error) {
+	head, err := textHead(d.Session, d.Turn)
+	if err != nil {
+		return 0, err
+	}
+	script, keys, args, _ := p.textArgs(head, d)
+	n, err := script.Run(ctx, p.rdb, keys, args...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("tasks: publish text of turn %s: %w", d.Turn, err)
+	}
+	return n, nil
+}
+
+// FenceRound raises the running round's attempt of turn to attempt, which
+// drops the text of older attempts from then on. A worker that takes a
+// turn over calls it before it streams.
+func (p *Publisher) FenceRound(ctx context.Context, session, turn string, attempt int64) error {
+	hash := p.names.PartialKey(session)
+	if err := fenceRound.Run(ctx, p.rdb, []string{hash, hash + partialTextSuffix}, turn, attempt, partialTTLArg).Err(); err != nil {
+		return fmt.Errorf("tasks: fence the round of turn %s: %w", turn, err)
+	}
+	return nil
 }
 
 // NudgeCancel tells every worker that the turns should stop now.

@@ -32,17 +32,17 @@ const subscribeTimeout = 10 * time.Second
 // item is what the hub queues for a watcher: a live output, or the order
 // to resync from Postgres.
 type item struct {
-	out       *store.Output // shared by every watcher of the channel: read only
-	textAfter int64         // a text delta's round: the cursor it follows
-	textEnd   int64         // the length of the round's text after the delta; 0 unknown
-	resync    bool
+	out    *store.Output // shared by every watcher of the channel: read only
+	resync bool
 }
 
 // round is the running round a watcher shows: its turn, the cursor it
-// follows, and how many bytes of its text were delivered.
+// follows, the attempt its text belongs to, and how many bytes of that
+// text were delivered.
 type round struct {
 	turn       string
 	after, end int64
+	attempt    int64
 }
 
 // Watch is one watcher of a session's outputs: the stored ones after its
@@ -190,34 +190,41 @@ func (w *Watch) handle(it item) bool {
 			return false
 		}
 		return w.deliver(o)
-	case it.textEnd == 0:
-		return w.send(o) // no running text kept: nothing to match it with
-	case it.textAfter > w.last:
+	case o.TextEnd == 0:
+		return w.send(o) // no running text kept: nothing to place it in
+	case o.TextAfter > w.last:
 		// Its round follows an output not delivered yet: fetch it first.
-		if !w.replay(it.textAfter) {
+		if !w.replay(o.TextAfter) {
 			return false
 		}
 	}
 	if w.round.turn == "" && o.Turn != w.ended {
-		if over, ok := w.roundOver(o.Turn, it.textAfter); !ok || over {
+		if over, ok := w.roundOver(o.Turn, o.TextAfter); !ok || over {
 			return ok // a round that ended before this watch's cursor
 		}
-		w.round = round{turn: o.Turn, after: it.textAfter} // joined past the round's start
+		w.round = round{turn: o.Turn, after: o.TextAfter} // joined past the round's start
 	}
-	if o.Turn != w.round.turn || it.textAfter < w.round.after {
+	if o.Turn != w.round.turn || o.TextAfter < w.round.after {
 		return true // a round the replay has moved past; its message has the text
 	}
-	start := it.textEnd - int64(len(o.Text))
-	switch {
-	case it.textAfter > w.round.after:
+	if o.TextAfter > w.round.after {
 		return w.catchUpText() // the round's start was missed: the text so far has it
-	case it.textEnd <= w.round.end:
+	}
+	switch {
+	case o.Attempt < w.round.attempt:
+		return true // a worker that lost its lease, or a model call made again
+	case o.Attempt > w.round.attempt:
+		w.round.attempt, w.round.end = o.Attempt, 0 // the round's text starts over
+	}
+	start := o.TextEnd - int64(len(o.Text))
+	switch {
+	case o.TextEnd <= w.round.end:
 		return true // part of the text so far, sent already
 	case start > w.round.end:
 		return w.catchUpText() // a delta was lost: the text so far has it
 	}
 	o.Text = o.Text[w.round.end-start:]
-	w.round.end = it.textEnd
+	w.round.end = o.TextEnd
 	return w.send(o)
 }
 
@@ -270,12 +277,19 @@ func (w *Watch) sendPartial(p partial) bool {
 	case w.round.turn != p.Turn || w.round.after != p.After:
 		return true // a round the stream has moved past
 	}
+	switch {
+	case p.Attempt < w.round.attempt:
+		return true // the stream is past it already
+	case p.Attempt > w.round.attempt:
+		w.round.attempt, w.round.end = p.Attempt, 0
+	}
 	if int64(len(p.Text)) <= w.round.end {
 		return true
 	}
 	text := p.Text[w.round.end:]
 	w.round.end = int64(len(p.Text))
-	return w.send(store.Output{Session: w.session.ID, Turn: p.Turn, Type: store.OutputText, Text: text})
+	return w.send(store.Output{Session: w.session.ID, Turn: p.Turn, Type: store.OutputText, Text: text,
+		Attempt: p.Attempt, TextAfter: p.After, TextEnd: w.round.end})
 }
 
 // roundOver reports whether the round of turn that follows cursor after

@@ -66,7 +66,14 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, logAttrs []any)
 		w.metrics.turns.WithLabelValues(outcome(store.ReasonError)).Inc()
 		return claim, false, asynq.RevokeTask
 	}
-	w.d.Publisher.Publish(ctx, claim.Outputs...)
+	// From here on, the live text of the worker this claim replaced (one
+	// that lost its lease but streams still) is dropped.
+	attempt := tasks.LiveAttempt(claim.Fence.Token, 0)
+	if len(claim.Outputs) > 0 {
+		w.d.Publisher.PublishFenced(ctx, attempt, claim.Outputs...)
+	} else if err := w.d.Publisher.FenceRound(ctx, claim.Fence.Session, claim.Fence.Turn, attempt); err != nil {
+		log().WarnContext(ctx, "fence the running text", slog.Any("error", err))
+	}
 	if claim.Turn.Attempts == 1 && claim.Turn.StartedAt == nil {
 		w.metrics.queueWait.Observe(time.Since(claim.Turn.CreatedAt).Seconds())
 	} else if claim.Turn.Attempts > 1 {

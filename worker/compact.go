@@ -107,7 +107,7 @@ func (a *attempt) compact(ctx context.Context, h store.History) (store.History, 
 	if err != nil {
 		return h, err
 	}
-	a.w.d.Publisher.Publish(ctx, outs...)
+	a.publish(ctx, outs...)
 	a.w.metrics.compactions.WithLabelValues("ok").Inc()
 	a.log.InfoContext(ctx, "compacted", slog.Int64("up_to", upTo), slog.Int64("estimated_tokens", est))
 	return a.w.transcript.LoadHistory(ctx, a.fence.Session, a.claim.Turn.Position)

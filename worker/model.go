@@ -12,6 +12,7 @@ import (
 
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
 )
 
 // GatewayModel makes the planner's model calls through the gateway client,
@@ -43,8 +44,10 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 	if a.w.planner.PromptCaching {
 		markCacheBreakpoints(&req)
 	}
-	resp, err := a.callWithRetries(ctx, req, func(delta string) {
-		a.w.d.Publisher.Publish(ctx, store.Output{Session: a.fence.Session, Turn: a.fence.Turn, Type: store.OutputText, Text: delta})
+	resp, err := a.callWithRetries(ctx, req, func(try int) func(string) {
+		live := &liveText{pub: a.w.d.Publisher, log: a.log, session: a.fence.Session, turn: a.fence.Turn,
+			attempt: tasks.LiveAttempt(a.fence.Token, try)}
+		return func(delta string) { live.add(ctx, delta) }
 	})
 	if err != nil {
 		return err
@@ -71,7 +74,7 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 	if err != nil {
 		return err
 	}
-	a.w.d.Publisher.Publish(ctx, outs...)
+	a.publish(ctx, outs...)
 	return nil
 }
 
@@ -79,14 +82,15 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 // worker.model_retries times with growing waits, when it never reached an
 // answer: a gateway that restarts or is replaced costs a turn some seconds
 // rather than an attempt, and the turn stays here, where a cancel or a lost
-// lease (ctx) stops the waits at once.
-func (a *attempt) callWithRetries(ctx context.Context, req llm.MessageRequest, onText func(string)) (*llm.MessageResponse, error) {
+// lease (ctx) stops the waits at once. onText gives each try (0 the first)
+// the function that takes its text.
+func (a *attempt) callWithRetries(ctx context.Context, req llm.MessageRequest, onText func(try int) func(string)) (*llm.MessageResponse, error) {
 	cfg := a.w.cfg
 	waits := retry.WithJitterPercent(10, retry.WithCappedDuration(maxModelRetryWait, retry.NewExponential(cfg.ModelRetryWait)))
 	try := 0
 	return retry.DoValue(ctx, waits, func(ctx context.Context) (*llm.MessageResponse, error) {
+		resp, err := a.w.d.Model.Call(ctx, a.principal(), req, onText(try))
 		try++
-		resp, err := a.w.d.Model.Call(ctx, a.principal(), req, onText)
 		if err == nil || ctx.Err() != nil || !unanswered(err) {
 			return resp, err
 		}

@@ -44,7 +44,7 @@ func (a *attempt) runTools(ctx context.Context, calls []store.Block) error {
 	if err != nil {
 		return err
 	}
-	a.w.d.Publisher.Publish(ctx, outs...)
+	a.publish(ctx, outs...)
 	return nil
 }
 
@@ -101,7 +101,7 @@ func (a *attempt) runTool(ctx context.Context, c store.Block) (store.ToolCall, e
 	if len(outs) == 0 {
 		outs = recorded // stored with the tool's effect
 	}
-	a.w.d.Publisher.Publish(ctx, outs...)
+	a.publish(ctx, outs...)
 	hooks.afterResult(c.ToolUseID)
 	return tc, nil
 }

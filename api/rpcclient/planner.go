@@ -31,6 +31,11 @@ type Output struct {
 	Role         string          `json:"role,omitempty" msgpack:"role,omitempty"`
 	Content      json.RawMessage `json:"content,omitempty" msgpack:"content,omitempty"`
 	CreatedAt    time.Time       `json:"created_at,omitzero" msgpack:"created_at,omitempty"`
+	// A text output's attempt and place in its round's text; store.LiveText
+	// stitches them.
+	Attempt   int64 `json:"attempt,omitempty" msgpack:"attempt,omitempty"`
+	TextAfter int64 `json:"text_after,omitempty" msgpack:"text_after,omitempty"`
+	TextEnd   int64 `json:"text_end,omitempty" msgpack:"text_end,omitempty"`
 }
 
 // SendResult is the answer to planner.send.

@@ -283,6 +283,7 @@ func (e *realtimeBench) publishAt(ctx context.Context, pub *tasks.Publisher, tur
 			}
 			every := time.Duration(float64(time.Second) * float64(g) / float64(rate))
 			start := time.Now().Add(every * time.Duration(k) / time.Duration(g))
+			sentText := map[string]int64{} // bytes of each session's round text
 			for n := 0; ; n++ {
 				at := start.Add(every * time.Duration(n))
 				if at.After(deadline) {
@@ -301,7 +302,13 @@ func (e *realtimeBench) publishAt(ctx context.Context, pub *tasks.Publisher, tur
 					pub.Publish(ctx, stored...)
 				} else {
 					stamp := "t" + strconv.FormatInt(time.Now().UnixNano(), 10)
-					pub.Publish(ctx, store.Output{Session: tr.session, Turn: tr.fence.Turn, Type: store.OutputText, Text: stamp})
+					n, err := pub.PublishText(ctx, tasks.TextDelta{Session: tr.session, Turn: tr.fence.Turn,
+						Attempt: tasks.LiveAttempt(tr.fence.Token, 0), Offset: sentText[tr.session], Text: stamp})
+					if err != nil {
+						errs <- err
+						return
+					}
+					sentText[tr.session] = max(n, 0)
 				}
 				published.Add(1)
 			}

@@ -53,6 +53,7 @@ type chatModel struct {
 	md            *markdown
 
 	tr            transcript
+	live          store.LiveText  // the running round's text, stitched from text outputs
 	open          map[string]bool // turns queued or running
 	running       string          // the turn that started and is not done
 	state         rpcclient.State
@@ -209,9 +210,13 @@ func (m *chatModel) send() tea.Cmd {
 // apply adds an output to the transcript.
 func (m *chatModel) apply(o rpcclient.Output) tea.Cmd {
 	var cmd tea.Cmd
+	changed := m.live.Add(store.Output{Turn: o.Turn, Type: o.Type, Cursor: o.Cursor, Text: o.Text,
+		Attempt: o.Attempt, TextAfter: o.TextAfter, TextEnd: o.TextEnd})
 	switch o.Type {
 	case store.OutputText:
-		m.tr.stream(o.Turn, o.Text)
+		if changed {
+			m.tr.stream(o.Turn, m.live.Text())
+		}
 	case store.OutputMessage:
 		if o.Role == "assistant" {
 			m.tr.answer(o.Turn, blocksText(o.Content))

@@ -100,6 +100,18 @@ func TestChatScreenShowsOutputs(t *testing.T) {
 			outputMsg{Turn: "t1", Type: "error", Text: "the model failed"},
 			outputMsg{Turn: "t1", Type: "done", Text: "max_rounds"},
 		}, []string{"error: the model failed", "— stopped: max_rounds", "Enter sends"}, nil},
+		{"a takeover's text replaces the stale worker's", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "started", Cursor: 2},
+			outputMsg{Turn: "t1", Type: "text", Attempt: 100, TextAfter: 2, TextEnd: 15, Text: "Writing a note."},
+			outputMsg{Turn: "t1", Type: "text", Attempt: 200, TextAfter: 2, TextEnd: 8, Text: "Recorded"},
+			outputMsg{Turn: "t1", Type: "text", Attempt: 100, TextAfter: 2, TextEnd: 21, Text: " More."},
+		}, []string{"Recorded"}, []string{"Writing", "More"}},
+		{"a resume snapshot is placed, not appended", []tea.Msg{
+			outputMsg{Turn: "t1", Type: "started", Cursor: 2},
+			outputMsg{Turn: "t1", Type: "text", Attempt: 100, TextAfter: 2, TextEnd: 7, Text: "Writing"},
+			outputMsg{Turn: "t1", Type: "text", Attempt: 100, TextAfter: 2, TextEnd: 15, Text: "Writing a note."},
+			outputMsg{Turn: "t1", Type: "text", Attempt: 100, TextAfter: 2, TextEnd: 15, Text: " a note."},
+		}, []string{"Writing a note."}, []string{"WritingWriting", "a note. a note."}},
 		{"disconnected", []tea.Msg{stateMsg(rpcclient.Reconnecting)}, []string{"disconnected — reconnecting…"}, nil},
 		{"reconnected", []tea.Msg{stateMsg(rpcclient.Disconnected), stateMsg(rpcclient.Connected)},
 			[]string{"Enter sends"}, []string{"disconnected"}},

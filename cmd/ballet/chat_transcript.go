@@ -80,14 +80,14 @@ func (t *transcript) setHuman(turn, text string) {
 	}
 }
 
-// stream appends a streamed delta to the turn's answer.
-func (t *transcript) stream(turn, delta string) {
+// stream shows the turn's running round text so far.
+func (t *transcript) stream(turn, text string) {
 	e := t.live[turn]
 	if e == nil {
 		e = t.add(&entry{kind: entryAssistant, turn: turn})
 		t.live[turn] = e
 	}
-	e.text += delta
+	e.text = text
 }
 
 // answer replaces the streamed text with the stored answer.

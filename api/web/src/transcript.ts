@@ -14,7 +14,23 @@ export interface Output {
   position?: number;
   role?: string;
   content?: { type: string; text?: string; tool_use_id?: string; name?: string }[];
+  /** A text output's attempt and place in its round's text (bytes of
+   * UTF-8): the text ends at text_end of the round after cursor text_after. */
+  attempt?: number;
+  text_after?: number;
+  text_end?: number;
 }
+
+/** Round is the running round's text as placed so far. */
+interface Round {
+  turn: string;
+  after: number;
+  attempt: number;
+  bytes: Uint8Array;
+}
+
+const utf8 = new TextEncoder();
+const fromUTF8 = new TextDecoder();
 
 export type Entry =
   | { kind: "user"; key: string; turn: string; text: string }
@@ -39,13 +55,41 @@ export class Transcript {
   entries: Entry[] = [];
   turns = new Map<string, Turn>();
   cursor = 0;
-  /** resyncing is set on a resume: the next text of a running round is the
-   * round's whole text so far, of which some is already shown. */
-  private resyncing = false;
+  /** round is the running round's text, stitched from text outputs by
+   * attempt and offset: a stale worker's or a repeated delta is dropped,
+   * a newer attempt starts the text over, a resume snapshot is placed. */
+  private round: Round | undefined;
   private order = 0;
 
-  resumed() {
-    this.resyncing = true;
+  /** resumed is called when the watch starts again from the last cursor:
+   * the text outputs that follow place themselves, nothing to do. */
+  resumed() {}
+
+  /** place puts a text output in the running round and returns the
+   * round's text, or undefined when the output is dropped. */
+  private place(o: Output): string | undefined {
+    const text = utf8.encode(o.text ?? "");
+    const after = o.text_after ?? 0;
+    const attempt = o.attempt ?? 0;
+    let r = this.round;
+    if (r && r.turn === o.turn && after < r.after) return undefined; // a round that is over
+    if (!r || r.turn !== o.turn || after > r.after) {
+      r = this.round = { turn: o.turn, after, attempt, bytes: new Uint8Array() };
+    } else if (attempt < r.attempt) {
+      return undefined; // a worker that lost its lease
+    } else if (attempt > r.attempt) {
+      r.attempt = attempt; // another worker, or the model called again: the text starts over
+      r.bytes = new Uint8Array();
+    }
+    const end = o.text_end ?? 0;
+    const start = end - text.length;
+    const have = r.bytes.length;
+    if (end <= have || start > have || start < 0) return undefined; // held already, or past a gap
+    const next = new Uint8Array(end);
+    next.set(r.bytes);
+    next.set(text.subarray(have - start), have);
+    r.bytes = next;
+    return fromUTF8.decode(next);
   }
 
   private turn(id: string): Turn {
@@ -67,21 +111,14 @@ export class Transcript {
     this.entries = this.entries.filter((e) => !(e.kind === "assistant" && e.live && e.turn === turn));
   }
 
-  /** late reports whether a delta belongs to a round whose message is
-   * shown already (a delta can reach the socket after its message). */
-  private late(turn: string, text: string): boolean {
-    for (let i = this.entries.length - 1; i >= 0; i--) {
-      const e = this.entries[i];
-      if (e.kind === "tool" && e.turn === turn && e.result === undefined) continue;
-      return e.kind === "assistant" && !e.live && e.turn === turn && e.text.includes(text);
-    }
-    return false;
-  }
-
   apply(o: Output) {
     if (o.cursor != null) {
       if (o.cursor <= this.cursor) return; // already seen
       this.cursor = o.cursor;
+      if (this.round?.turn === o.turn) {
+        // The round is over: the turn's next one follows this output.
+        this.round = { turn: o.turn, after: o.cursor, attempt: 0, bytes: new Uint8Array() };
+      }
     }
     const key = o.cursor != null ? "c" + o.cursor : "t" + this.entries.length;
     switch (o.type) {
@@ -92,19 +129,20 @@ export class Transcript {
         this.turn(o.turn).state = "running";
         break;
       case "text": {
-        const text = o.text ?? "";
-        const cur = this.live(o.turn);
-        if (!cur) {
-          if (this.late(o.turn, text)) break;
-          this.entries.push({ kind: "assistant", key: "live-" + key, turn: o.turn, text, live: true });
-        } else if (this.resyncing && text.startsWith(cur.text)) {
-          cur.text = text;
-        } else if (this.resyncing && cur.text.startsWith(text)) {
-          // all of it is shown already
+        let text: string | undefined;
+        if (o.text_end == null) {
+          // No place known (the server lost its running text): it follows.
+          text = (this.live(o.turn)?.text ?? "") + (o.text ?? "");
         } else {
-          cur.text += text;
+          text = this.place(o);
         }
-        this.resyncing = false;
+        if (text === undefined) break;
+        const cur = this.live(o.turn);
+        if (cur) {
+          cur.text = text;
+        } else if (text !== "") {
+          this.entries.push({ kind: "assistant", key: "live-" + key, turn: o.turn, text, live: true });
+        }
         this.entries = [...this.entries];
         break;
       }
@@ -116,7 +154,6 @@ export class Transcript {
         } else if (text) {
           this.entries = [...this.entries, { kind: "user", key, turn: o.turn, text }];
         }
-        this.resyncing = false;
         break;
       }
       case "tool_call": {
@@ -151,7 +188,6 @@ export class Transcript {
           if (e.kind !== "assistant" || !e.live || e.turn !== o.turn) return [e];
           return stored.some((t) => t.includes(e.text.trim())) ? [] : [{ ...e, live: false }];
         });
-        this.resyncing = false;
         if (o.text && o.text !== "end_turn") {
           this.entries = [...this.entries, { kind: "done", key, turn: o.turn, reason: o.text }];
         }
