@@ -91,7 +91,7 @@ func TestARepeatedDeltaIsNotAppendedTwice(t *testing.T) {
 	// text from the last length it was told, so the two overlap.
 	e.publishText(t, tr, a, 7, " a note.", 15)
 	e.publishText(t, tr, a, 7, " a note. Done.", 21)
-	e.publishText(t, tr, a, 15, " Done.", 21)     // all of it held already
+	e.publishText(t, tr, a, 15, " Done.", 21)      // all of it held already
 	e.publishText(t, tr, a, 30, "after a gap", 21) // not placed: the caller sends from 21
 	expect(t, w, "text(Writing a note. Done.)")
 	part, err := e.rdb.Get(context.Background(), e.names.PartialTextKey(tr.session)).Result()
