@@ -133,3 +133,12 @@ func mapCheck(err error, format string, args ...any) error {
 	}
 	return err
 }
+
+// pgCode is the SQLSTATE of an error the server answered with, or "".
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}

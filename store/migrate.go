@@ -39,9 +39,11 @@ type MigrationStatus struct {
 // provider builds a goose provider holding a Postgres session lock, so that
 // concurrent migrators wait for each other instead of racing.
 func (db *DB) provider() (*goose.Provider, *sql.DB, error) {
-	// Migrations may run longer than database.statement_timeout allows.
+	// Migrations may run longer than database.statement_timeout allows,
+	// and goose works between the statements of its transactions.
 	cc := db.pool.Config().ConnConfig.Copy()
 	cc.RuntimeParams["statement_timeout"] = "0"
+	cc.RuntimeParams["idle_in_transaction_session_timeout"] = "0"
 	sqlDB := stdlib.OpenDB(*cc)
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,7 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 		// the lock (cancel and finish take it too); each statement of a
 		// batch sees what committed before it ran.
 		b := &pgx.Batch{}
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, claimLockTimeoutMS)
 		b.Queue(claimLock, turnID).QueryRow(func(row pgx.Row) (err error) {
 			l, err = scanClaimLease(row)
 			return notFound(err, "turn %q", turnID)
@@ -148,10 +150,25 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 		return nil
 	})
 	if err != nil {
+		if pgCode(err) == "55P03" { // lock_not_available
+			return Claim{}, fmt.Errorf("store: claim turn: %w", ErrSessionLocked)
+		}
 		return Claim{}, fmt.Errorf("store: claim turn: %w", err)
 	}
 	return c, nil
 }
+
+// ErrSessionLocked: a claim waited ClaimLockTimeout for the session's row
+// and gave up. Another transaction holds it: most often a worker that is
+// paused or slow inside a write, whose transaction Postgres ends after
+// database.idle_in_transaction_timeout. Claim again a little later.
+var ErrSessionLocked = errors.New("the session is locked by another transaction")
+
+// ClaimLockTimeout bounds a claim's wait for the session's row: a claim
+// never holds a pooled connection for long behind a stale worker's lock.
+const ClaimLockTimeout = time.Second
+
+var claimLockTimeoutMS = strconv.FormatInt(ClaimLockTimeout.Milliseconds(), 10)
 
 // claimLock locks the session of the turn ($1) and reads its lease, its
 // next output cursor, the transaction's time and the session itself (as

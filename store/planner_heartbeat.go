@@ -17,18 +17,22 @@ func (db *DB) Beat(ctx context.Context, id string, timeout time.Duration) error 
 // BeatSlots is Beat for a worker that runs up to slots turns at once: the
 // dispatcher's capacity is the slots of the workers whose beat holds.
 func (db *DB) BeatSlots(ctx context.Context, id string, slots int, timeout time.Duration) error {
-	if _, err := db.pool.Exec(ctx, `INSERT INTO planner_workers (id, expires_at, slots) VALUES ($1, now() + $2::interval, $3)
-		ON CONFLICT (id) DO UPDATE SET beat_at = now(), expires_at = EXCLUDED.expires_at, slots = EXCLUDED.slots`,
-		id, timeout.String(), slots); err != nil {
+	if _, err := db.pool.Exec(ctx, beatSQL, id, timeout.String(), slots); err != nil {
 		return fmt.Errorf("store: worker beat: %w", err)
 	}
 	return nil
 }
 
+const (
+	beatSQL = `INSERT INTO planner_workers (id, expires_at, slots) VALUES ($1, now() + $2::interval, $3)
+		ON CONFLICT (id) DO UPDATE SET beat_at = now(), expires_at = EXCLUDED.expires_at, slots = EXCLUDED.slots`
+	stopBeatSQL = `UPDATE planner_workers SET expires_at = now() WHERE id = $1`
+)
+
 // StopBeating expires worker id at once: a stopping worker's leases that it
 // still holds are resumed elsewhere without waiting for them to run out.
 func (db *DB) StopBeating(ctx context.Context, id string) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE planner_workers SET expires_at = now() WHERE id = $1`, id); err != nil {
+	if _, err := db.pool.Exec(ctx, stopBeatSQL, id); err != nil {
 		return fmt.Errorf("store: stop worker beat: %w", err)
 	}
 	return nil

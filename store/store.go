@@ -27,6 +27,11 @@ type Config struct {
 	// StatementTimeout bounds every statement on the pool's connections;
 	// 0 leaves the server's setting. Searches run under SearchTimeout instead.
 	StatementTimeout time.Duration `toml:"statement_timeout"`
+	// IdleInTransactionTimeout ends a session whose transaction waits that
+	// long for its client (a paused or stuck process), releasing its locks:
+	// a stale worker never holds a session's row longer. 0 leaves the
+	// server's setting.
+	IdleInTransactionTimeout time.Duration `toml:"idle_in_transaction_timeout"`
 	// ApplicationName names the process's connections in pg_stat_activity,
 	// suffixed with "/" and the process id (e.g. ballet-api/4242); "" is
 	// "ballet". An application_name in URL wins.
@@ -64,7 +69,8 @@ func DefaultConfig() Config {
 		Migrate:        true,
 		ConnectTimeout: 5 * time.Second,
 
-		StatementTimeout: 30 * time.Second,
+		StatementTimeout:         30 * time.Second,
+		IdleInTransactionTimeout: 3 * time.Second,
 
 		SearchTimeout:        defaultSearch.timeout,
 		SearchMaxConns:       defaultSearch.maxConns,
@@ -91,6 +97,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatementTimeout < 0 {
 		return errors.New("database.statement_timeout: must not be negative (0 is none)")
+	}
+	if c.IdleInTransactionTimeout < 0 {
+		return errors.New("database.idle_in_transaction_timeout: must not be negative (0 is the server's)")
 	}
 	return c.validateSearch()
 }
@@ -126,6 +135,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	if cfg.StatementTimeout > 0 {
 		params["statement_timeout"] = strconv.FormatInt(max(1, cfg.StatementTimeout.Milliseconds()), 10)
+	}
+	if cfg.IdleInTransactionTimeout > 0 {
+		params["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(1, cfg.IdleInTransactionTimeout.Milliseconds()), 10)
 	}
 	if cfg.Tracer != nil {
 		pc.ConnConfig.Tracer = cfg.Tracer

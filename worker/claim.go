@@ -46,6 +46,13 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, logAttrs []any)
 			log().WarnContext(ctx, "turn task for an unknown turn; dropped")
 			return store.Claim{}, false, asynq.RevokeTask
 		}
+		if errors.Is(err, store.ErrSessionLocked) {
+			// A stale worker's transaction holds the session; Postgres
+			// ends it (database.idle_in_transaction_timeout). Meanwhile
+			// this claim holds no connection.
+			log().InfoContext(ctx, "session locked by another transaction; claiming again soon")
+			return store.Claim{}, false, errLater
+		}
 		return store.Claim{}, false, err
 	}
 	switch claim.State {

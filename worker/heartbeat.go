@@ -7,11 +7,13 @@ import (
 	"time"
 )
 
-// beatStore is where the heartbeat records that this worker is alive; the
-// store (*store.DB) provides it.
+// beatStore is where the heartbeat records that this worker is alive; a
+// *store.Beater provides it, on a connection of its own that the turns
+// cannot take.
 type beatStore interface {
 	BeatSlots(ctx context.Context, id string, slots int, timeout time.Duration) error
 	StopBeating(ctx context.Context, id string) error
+	Close()
 }
 
 // heartbeat records every interval that this worker process is alive. The
@@ -93,4 +95,5 @@ func (h *heartbeat) shutdown(ctx context.Context) {
 	if err := h.db.StopBeating(ctx, h.id); err != nil {
 		h.log.WarnContext(ctx, "stop worker heartbeat", slog.String("worker", h.id), slog.Any("error", err))
 	}
+	h.db.Close()
 }

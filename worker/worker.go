@@ -136,7 +136,7 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 	if d.Scheduler.Fair() {
 		slots = cfg.Concurrency
 	}
-	w.beat = newHeartbeat(d.DB, w.id, slots, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
+	w.beat = newHeartbeat(d.DB.NewBeater(), w.id, slots, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, d.Log, w.leaseLost)
 	w.sweeper = newSweeper(d.DB, d.Queue, cfg.HeartbeatInterval/2, max(time.Minute, cfg.Lease), d.Log, m)
 	w.cancels = newCancelListener(d.Redis, d.Queue.Names().CancelChannel(), w.running)
 	w.numberer = tasks.NewEventNumberer(d.DB, d.Log)
