@@ -185,12 +185,5 @@ func (e *EmbedTasks) enqueueOnce(ctx context.Context, task *asynq.Task, id strin
 // EmbedQueueInfo counts the embed queue's tasks by state; a queue not
 // created yet counts nothing.
 func (e *EmbedTasks) QueueInfo() (*asynq.QueueInfo, error) {
-	info, err := e.q.inspector.GetQueueInfo(e.q.names.EmbedQueue())
-	if errors.Is(err, asynq.ErrQueueNotFound) {
-		return &asynq.QueueInfo{Queue: e.q.names.EmbedQueue()}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("tasks: embed queue: %w", err)
-	}
-	return info, nil
+	return e.q.QueueInfo(e.q.names.EmbedQueue())
 }

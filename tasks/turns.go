@@ -48,6 +48,7 @@ func (n Names) CancelChannel() string { return n.Namespace + "ballet:planner:can
 // Queue enqueues turn tasks and removes queued ones, over the process's one
 // go-redis client.
 type Queue struct {
+	rdb       redis.UniversalClient
 	names     Names
 	client    *asynq.Client
 	inspector *asynq.Inspector
@@ -56,7 +57,7 @@ type Queue struct {
 
 // NewQueue builds a Queue; timeout is each turn task's asynq timeout.
 func NewQueue(rdb redis.UniversalClient, names Names, timeout time.Duration) *Queue {
-	return &Queue{names: names, client: asynq.NewClientFromRedisClient(rdb),
+	return &Queue{rdb: rdb, names: names, client: asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb), timeout: timeout}
 }
 
@@ -180,6 +181,42 @@ func (q *Queue) Delete(taskID string) error {
 		return fmt.Errorf("tasks: delete task %s: %w", taskID, err)
 	}
 	return nil
+}
+
+// asynqQueues is asynq's registry of queue names (its base.AllQueues): the
+// inspector and the dashboard know a queue only from it, and asynq adds a
+// queue there only when a task is enqueued.
+const asynqQueues = "asynq:queues"
+
+// Register adds the namespace's queues to asynq's registry. After Redis
+// lost its data the registry is empty until the next enqueue of each
+// queue; a worker registers its queues again every so often, so that the
+// dashboard and the inspector find them without a restart.
+func (q *Queue) Register(ctx context.Context) error {
+	if err := q.rdb.SAdd(ctx, asynqQueues, q.names.Queue(), q.names.EmbedQueue(), q.names.RetentionQueue()).Err(); err != nil {
+		return fmt.Errorf("tasks: register queues: %w", err)
+	}
+	return nil
+}
+
+// QueueInfo counts a queue's tasks by state; a queue asynq does not know
+// (none enqueued yet, or Redis lost its data) counts nothing. asynq's
+// inspector answers an unknown queue with an error of its internal
+// package, which ErrQueueNotFound does not match, so the registry is
+// asked first.
+func (q *Queue) QueueInfo(name string) (*asynq.QueueInfo, error) {
+	known, err := q.rdb.SIsMember(context.Background(), asynqQueues, name).Result()
+	if err != nil {
+		return nil, fmt.Errorf("tasks: queue %s: %w", name, err)
+	}
+	if !known {
+		return &asynq.QueueInfo{Queue: name}, nil
+	}
+	info, err := q.inspector.GetQueueInfo(name)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: queue %s: %w", name, err)
+	}
+	return info, nil
 }
 
 // Close releases the asynq client and inspector (not the shared Redis client).

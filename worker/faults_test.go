@@ -15,6 +15,7 @@ import (
 
 	"github.com/balletplanner/ballet/internal/logtest"
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
 	"github.com/balletplanner/ballet/worker"
@@ -326,6 +327,31 @@ func TestModelRetrySettingsAreChecked(t *testing.T) {
 			if err := c.Validate(); err == nil || err.Error() != tc.want {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
+		})
+	}
+}
+
+// After Redis lost its data, asynq knows none of the worker's queues until
+// one is enqueued to; the worker registers them again, so the inspector
+// (and the dashboard) finds them without a restart.
+func TestAWorkerRegistersItsQueuesAgainAfterRedisLostThem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: ok\n")
+	e.start()
+	ctx := context.Background()
+	rdb := e.deps.Redis
+	storetest.WaitFor(t, "the planner queue registered", func() bool {
+		_, err := e.queue.Inspector().GetQueueInfo(e.names.Queue())
+		return err == nil
+	})
+	must(t, rdb.SRem(ctx, "asynq:queues", e.names.Queue(), e.names.EmbedQueue(), e.names.RetentionQueue()).Err())
+	if info, err := e.queue.QueueInfo(e.names.Queue()); err != nil || info.Size != 0 {
+		t.Fatalf("an unknown queue: %+v, %v; want an empty one", info, err)
+	}
+	for _, q := range []string{e.names.Queue(), e.names.EmbedQueue(), e.names.RetentionQueue()} {
+		storetest.WaitFor(t, "queue "+q+" registered again", func() bool {
+			ok, err := rdb.SIsMember(ctx, "asynq:queues", q).Result()
+			return err == nil && ok
 		})
 	}
 }

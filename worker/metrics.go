@@ -126,7 +126,7 @@ func (c *queueDepth) Collect(ch chan<- prometheus.Metric) {
 	if time.Since(c.at) > 5*time.Second {
 		c.at = time.Now()
 		c.cache = map[string]float64{}
-		if info, err := c.q.Inspector().GetQueueInfo(c.q.Names().Queue()); err == nil {
+		if info, err := c.q.QueueInfo(c.q.Names().Queue()); err == nil {
 			c.cache["pending"] = float64(info.Pending)
 			c.cache["active"] = float64(info.Active)
 			c.cache["scheduled"] = float64(info.Scheduled)

@@ -51,6 +51,9 @@ type sweeper struct {
 	lastForget time.Time
 }
 
+// registerEvery is how often a worker registers its queues with asynq.
+const registerEvery = 5 * time.Second
+
 func newSweeper(db sweepStore, queue *tasks.Queue, every, forget time.Duration, log *slog.Logger, m *metrics) *sweeper {
 	return &sweeper{db: db, queue: queue, every: every, forget: forget, log: log, metrics: m}
 }
@@ -75,11 +78,21 @@ func (s *sweeper) run(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTicker(s.every)
 	defer t.Stop()
+	var registered time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if time.Since(registered) >= registerEvery {
+				// After Redis lost its data, asynq's registry of queues is
+				// empty until each is enqueued to again.
+				if err := s.queue.Register(ctx); err != nil && ctx.Err() == nil {
+					s.log.WarnContext(ctx, "sweep", slog.Any("error", err))
+				} else {
+					registered = time.Now()
+				}
+			}
 			if err := s.sweepOnce(ctx); err != nil && ctx.Err() == nil {
 				s.log.WarnContext(ctx, "sweep", slog.Any("error", err))
 			}
