@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,7 +101,14 @@ func IsUnavailable(err error) bool {
 	// What is left of pgconn's own errors (they all tell whether they are
 	// safe to retry) is a network failure: refused, reset, broken mid-query.
 	var fromConn interface{ SafeToRetry() bool }
-	return errors.As(err, &fromConn) || errors.Is(err, pgconn.ErrConnClosed)
+	if errors.As(err, &fromConn) || errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	// A server that crashed mid-result: pgx returns the reader's bare
+	// io.ErrUnexpectedEOF, or the socket's error.
+	var ne *net.OpError
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // IsCode reports whether err carries the code.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +75,10 @@ func TestIsUnavailableClassifies(t *testing.T) {
 		{"connection exception", &pgconn.PgError{Code: "08006"}, true},
 		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
 		{"conn closed", fmt.Errorf("op: %w", pgconn.ErrConnClosed), true},
+		// What pgx returns when the server crashes mid-result.
+		{"unexpected EOF", io.ErrUnexpectedEOF, true},
+		{"connection reset", fmt.Errorf("op: %w", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), true},
+		{"broken pipe", fmt.Errorf("op: %w", syscall.EPIPE), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,7 +49,7 @@ const partialTextSuffix = ":text"
 // AttemptsPerLease is how many attempts at a round's text one lease has:
 // a text output's attempt is the worker's fencing token × AttemptsPerLease
 // plus the model call's try.
-const AttemptsPerLease = 100
+const AttemptsPerLease = 1000
 
 // LiveAttempt is the attempt of the text a worker holding fencing token
 // token streams in its model call's try (0 the first).

@@ -41,13 +41,20 @@ type Config struct {
 	// ModelRetryWait is the wait before the first retry; each next wait
 	// doubles, up to 30s, give or take a tenth at random.
 	ModelRetryWait time.Duration `toml:"model_retry_wait"`
+	// ModelUnavailableFor is how long a turn waits out a gateway that
+	// answers 503 or 529 (its database or the provider is unavailable for a
+	// while): it calls again after each answer's Retry-After (at least 1s,
+	// at most 30s) until this much time has passed since the first, then
+	// the turn fails as before. These calls are not model_retries.
+	ModelUnavailableFor time.Duration `toml:"model_unavailable_for"`
 }
 
 // Bounds of the model retries: a turn never waits on a gateway that is
 // gone for longer than about ten minutes within one attempt.
 const (
-	maxModelRetries   = 20
-	maxModelRetryWait = 30 * time.Second
+	maxModelRetries        = 20
+	maxModelRetryWait      = 30 * time.Second
+	maxModelUnavailableFor = 15 * time.Minute
 )
 
 // DefaultConfig returns the built-in worker defaults.
@@ -63,6 +70,8 @@ func DefaultConfig() Config {
 		TurnTimeout:       30 * time.Minute,
 		ModelRetries:      4,
 		ModelRetryWait:    time.Second,
+
+		ModelUnavailableFor: 5 * time.Minute,
 	}
 }
 
@@ -88,6 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("worker.model_retries: must be 0-%d, got %d", maxModelRetries, c.ModelRetries)
 	case c.ModelRetryWait < time.Millisecond || c.ModelRetryWait > maxModelRetryWait:
 		return fmt.Errorf("worker.model_retry_wait: must be 1ms-%s, got %s", maxModelRetryWait, c.ModelRetryWait)
+	case c.ModelUnavailableFor < 0 || c.ModelUnavailableFor > maxModelUnavailableFor:
+		return fmt.Errorf("worker.model_unavailable_for: must be 0-%s, got %s", maxModelUnavailableFor, c.ModelUnavailableFor)
 	}
 	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/sethvargo/go-retry"
 
@@ -87,21 +89,63 @@ func (a *attempt) callModel(ctx context.Context, h store.History) error {
 func (a *attempt) callWithRetries(ctx context.Context, req llm.MessageRequest, onText func(try int) func(string)) (*llm.MessageResponse, error) {
 	cfg := a.w.cfg
 	waits := retry.WithJitterPercent(10, retry.WithCappedDuration(maxModelRetryWait, retry.NewExponential(cfg.ModelRetryWait)))
-	try := 0
-	return retry.DoValue(ctx, waits, func(ctx context.Context) (*llm.MessageResponse, error) {
+	var unavailableSince time.Time
+	var after time.Duration // the next wait, when the gateway named it
+	backoff := retry.BackoffFunc(func() (time.Duration, bool) {
+		if after > 0 {
+			d := after
+			after = 0
+			return d, false
+		}
+		return waits.Next()
+	})
+	try, retries := 0, 0
+	return retry.DoValue(ctx, backoff, func(ctx context.Context) (*llm.MessageResponse, error) {
 		resp, err := a.w.d.Model.Call(ctx, a.principal(), req, onText(try))
 		try++
-		if err == nil || ctx.Err() != nil || !unanswered(err) {
+		if err == nil || ctx.Err() != nil {
 			return resp, err
 		}
-		if try > cfg.ModelRetries {
+		if wait, ok := unavailable(err); ok && try < tasks.AttemptsPerLease {
+			if unavailableSince.IsZero() {
+				unavailableSince = time.Now()
+			}
+			if time.Since(unavailableSince)+wait <= cfg.ModelUnavailableFor {
+				a.log.WarnContext(ctx, "the gateway is unavailable; calling again", slog.Duration("after", wait),
+					slog.Duration("waiting_for", time.Since(unavailableSince).Round(time.Second)), slog.Any("error", err))
+				a.w.metrics.modelRetries.Inc()
+				after = wait
+				return nil, retry.RetryableError(err)
+			}
+			return nil, err // waited long enough: the attempt fails
+		}
+		if !unanswered(err) {
+			return resp, err
+		}
+		if retries++; retries > cfg.ModelRetries || try >= tasks.AttemptsPerLease {
 			return nil, err // the last: the attempt fails
 		}
-		a.log.WarnContext(ctx, "model call got no answer; calling again", slog.Int("try", try),
+		a.log.WarnContext(ctx, "model call got no answer; calling again", slog.Int("try", retries),
 			slog.Int("retries", cfg.ModelRetries), slog.Any("error", err))
 		a.w.metrics.modelRetries.Inc()
 		return nil, retry.RetryableError(err)
 	})
+}
+
+// unavailable reports whether the gateway answered that it cannot serve
+// now but will (503: its database or the upstream is unavailable; 529:
+// the upstream is overloaded), and how long to wait: its Retry-After,
+// within 1s-30s (5s when it named none).
+func unavailable(err error) (time.Duration, bool) {
+	var api *llm.APIError
+	if !errors.As(err, &api) || (api.Status != http.StatusServiceUnavailable && api.Status != 529) {
+		return 0, false
+	}
+	wait := 5 * time.Second
+	if api.RetryAfter > 0 {
+		wait = time.Duration(api.RetryAfter) * time.Second
+	}
+	return min(max(wait, time.Second), maxModelRetryWait), true
 }
 
 // unanswered reports whether a model call failed before the gateway's

@@ -178,3 +178,49 @@ answers:
 		t.Fatalf("outputs %+v", outs)
 	}
 }
+
+// A gateway that answers 503 (its database is restarting) is waited out,
+// after each answer's Retry-After: the turn goes on once it answers, and
+// nothing of the wait shows but time.
+func TestAnUnavailableGatewayIsWaitedOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+answers:
+  - fault: {kind: status, status: 503, retry_after: 1, message: "the database is unavailable; retry in 1 seconds"}
+  - fault: {kind: status, status: 503, retry_after: 1, message: "the database is unavailable; retry in 1 seconds"}
+  - content:
+      - text: "Here is the plan."
+`)
+	e.start()
+	s := e.session()
+	outs := e.waitDone(s, e.send(s, "plan it").Turn)
+	for _, o := range outs {
+		if o.Type == store.OutputError {
+			t.Fatalf("the turn failed: %+v", outs)
+		}
+	}
+	if last := outs[len(outs)-1]; last.Text != "end_turn" {
+		t.Fatalf("done %q, want end_turn (outputs %+v)", last.Text, outs)
+	}
+	if n := len(e.fake.Requests()); n != 3 {
+		t.Fatalf("%d model calls, want 3", n)
+	}
+}
+
+// Past worker.model_unavailable_for, the turn fails as on any refusal.
+func TestAGatewayUnavailableForTooLongFailsTheTurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `
+answers:
+  - fault: {kind: status, status: 503, retry_after: 1, message: "the database is unavailable; retry in 1 seconds"}
+  - content:
+      - text: "too late"
+`)
+	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.ModelUnavailableFor = 0 })
+	s := e.session()
+	outs := e.waitDone(s, e.send(s, "plan it").Turn)
+	n := len(outs)
+	if outs[n-1].Text != "error" || outs[n-2].Type != store.OutputError || !strings.Contains(outs[n-2].Text, "the database is unavailable") {
+		t.Fatalf("outputs %+v", outs)
+	}
+}
