@@ -34,7 +34,9 @@ type Config struct {
 	// RPCAllowedOrigins are the browser origins (scheme://host[:port])
 	// besides the api's own that may open /rpc; "*" allows every origin.
 	RPCAllowedOrigins []string `toml:"rpc_allowed_origins"`
-	// RPCMaxConnections caps the /rpc sockets one process holds.
+	// RPCMaxConnections caps the /rpc sockets one process holds; 0 is
+	// 20,000 or what the process's open-file limit leaves room for, the
+	// lower (CheckFileLimit).
 	RPCMaxConnections int `toml:"rpc_max_connections"`
 	// RPCHeartbeat is the $/heartbeat interval; a client silent for three
 	// of them is closed with 4000.
@@ -62,7 +64,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20,
 		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000, MaxQueuedTurnsPerOrganization: 5000,
-		RPCAllowedOrigins: []string{}, RPCMaxConnections: defaultRPCMaxConnections, RPCHeartbeat: defaultRPCHeartbeat,
+		RPCAllowedOrigins: []string{}, RPCMaxConnections: 0, RPCHeartbeat: defaultRPCHeartbeat,
 		RPCAuthTimeout: defaultRPCAuthTimeout, RPCWriteTimeout: defaultRPCWriteTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
 		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst,
 		StreamRecheck: defaultStreamRecheck}

@@ -22,7 +22,10 @@ func (s *Server) useRPCMetrics(reg prometheus.Registerer) error {
 	limit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ballet_rpc_connections_limit",
 		Help: "The /rpc websockets one api process holds at most (server.rpc_max_connections)."},
 		func() float64 { return float64(s.rpcCfg.maxConns) })
-	for _, c := range []prometheus.Collector{open, limit} {
+	stalls := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ballet_api_accept_stalls_total",
+		Help: "Accepts of the public listener that failed for want of file descriptors or buffers and were tried again."},
+		func() float64 { return float64(s.acceptStalls.Load()) })
+	for _, c := range []prometheus.Collector{open, limit, stalls} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("api: register rpc metrics: %w", err)
 		}

@@ -34,9 +34,24 @@ type Readiness struct {
 	rdb redis.UniversalClient
 
 	mu       sync.Mutex
+	required []namedCheck
 	at       time.Time // when schema was read; zero for never
 	schema   store.Schema
 	schemaOK bool
+}
+
+// namedCheck is a check Require added.
+type namedCheck struct {
+	name  string
+	check func() error
+}
+
+// Require adds a check the process needs to be ready, under name: the
+// api's public listener, say (Server.Serving).
+func (r *Readiness) Require(name string, check func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.required = append(r.required, namedCheck{name, check})
 }
 
 // NewReadiness checks db and rdb.
@@ -95,6 +110,16 @@ func (r *Readiness) Check(ctx context.Context) ReadyReport {
 		fail("redis", err.Error())
 	} else {
 		rep.Checks["redis"] = "ok"
+	}
+	r.mu.Lock()
+	required := r.required
+	r.mu.Unlock()
+	for _, c := range required {
+		if err := c.check(); err != nil {
+			fail(c.name, err.Error())
+		} else {
+			rep.Checks[c.name] = "ok"
+		}
 	}
 	return rep
 }

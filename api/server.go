@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -63,6 +64,10 @@ type Server struct {
 	log  *slog.Logger
 	app  *fiber.App
 	ln   net.Listener
+	// listenerErr is why the public listener stopped without a Stop.
+	listenerErr atomic.Pointer[error]
+	// acceptStalls counts Accept errors waited out (patientListener).
+	acceptStalls atomic.Int64
 	done chan error
 	oidc *oidcVerifier // nil unless auth.oidc.issuer_url is set
 	// failures limits failed authentications per client address.
@@ -146,8 +151,31 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.ln = ln
 	s.done = make(chan error, 1)
-	go func() { s.done <- s.app.Listener(lingerListener{ln}) }()
+	go func() {
+		err := s.app.Listener(patientListener{Listener: lingerListener{ln}, log: s.log, stalled: &s.acceptStalls})
+		select {
+		case <-s.stopping:
+		default:
+			// Not a Stop: the public port is dead. Readiness says so.
+			if err == nil {
+				err = errors.New("the listener stopped")
+			}
+			s.log.Error("api: the public listener stopped serving", slog.String("addr", ln.Addr().String()), slog.Any("error", err))
+			s.listenerErr.Store(&err)
+		}
+		s.done <- err
+	}()
 	s.log.InfoContext(ctx, "api listening", slog.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// Serving reports whether the public listener serves: nil while it does
+// (or before Start), the reason once it stopped without a Stop. Readiness
+// checks it, so that a process whose port is dead is not ready.
+func (s *Server) Serving() error {
+	if p := s.listenerErr.Load(); p != nil {
+		return fmt.Errorf("the public listener on %s stopped: %w", s.cfg.Addr, *p)
+	}
 	return nil
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/balletplanner/ballet/api"
 )
 
 // opsServer serves /healthz and /readyz (api.Readiness: Postgres, Redis and
@@ -37,7 +36,7 @@ func newOpsServer(rt *runtime, name, addr string) *opsServer {
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
 	// The api's /readyz answers the same: one shape for every process.
-	o.mux.Handle("GET /readyz", api.NewReadiness(rt.db, rt.rdb))
+	o.mux.Handle("GET /readyz", rt.readiness())
 	return o
 }
 

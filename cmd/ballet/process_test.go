@@ -47,12 +47,22 @@ func freeAddr(t *testing.T) string {
 // startProcess runs `ballet <args>` with the api on a free port.
 func startProcess(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
+	return startWrapped(t, env, nil, args...)
+}
+
+// startWrapped is startProcess with the binary run by the command wrap
+// (e.g. prlimit with its flags), when wrap is not empty.
+func startWrapped(t *testing.T, env, wrap []string, args ...string) *process {
+	t.Helper()
 	api, ops := freeAddr(t), freeAddr(t)
 	p := &process{addr: api, metrics: freeAddr(t), done: make(chan error, 1)}
 	if args[0] == "worker" {
 		p.addr = ops // a worker serves health on worker.addr
 	}
 	p.cmd = exec.Command(os.Args[0], args...)
+	if len(wrap) > 0 {
+		p.cmd = exec.Command(wrap[0], append(append(wrap[1:], os.Args[0]), args...)...)
+	}
 	p.cmd.Env = append(cleanEnv(), append([]string{"BALLET_TEST_AS_MAIN=1",
 		"BALLET_SERVER_ADDR=" + api, "BALLET_WORKER_ADDR=" + ops, "BALLET_GATEWAY_ADDR=" + freeAddr(t),
 		"BALLET_METRICS_ADDR=" + p.metrics}, env...)...)

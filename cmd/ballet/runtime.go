@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -23,6 +24,16 @@ type runtime struct {
 	rdb redis.UniversalClient
 	reg *prometheus.Registry
 	q   *tasks.Queue // built once, shared by the api and the worker
+	// ready is the process's readiness, shared by its ops listeners.
+	ready *api.Readiness
+}
+
+// readiness is the process's readiness checks, built once.
+func (rt *runtime) readiness() *api.Readiness {
+	if rt.ready == nil {
+		rt.ready = api.NewReadiness(rt.db, rt.rdb)
+	}
+	return rt.ready
 }
 
 // service is a long-running part of a process.

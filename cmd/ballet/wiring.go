@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynqmon"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway"
@@ -37,6 +38,16 @@ func (rt *runtime) queue() *tasks.Queue {
 }
 
 func (rt *runtime) newAPI() (*api.Server, error) {
+	// Every /rpc socket is a file descriptor: refuse a configuration whose
+	// sockets cannot all be open at once, and say both figures.
+	pools := int(rt.cfg.Database.MaxConns) + redisPoolSize(rt.rdb)
+	fl, err := api.CheckFileLimit(rt.cfg.Server, pools)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	rt.cfg.Server.RPCMaxConnections = fl.RPCMaxConnections
+	rt.log.Info("open files", slog.Uint64("limit", fl.Limit), slog.Uint64("needed", fl.Needed),
+		slog.Int("rpc_max_connections", fl.RPCMaxConnections))
 	q := rt.queue()
 	pub := tasks.NewPublisher(rt.rdb, rt.names(), rt.log)
 	planner := tasks.NewPlanner(rt.db, q, pub, rt.cfg.Server.QueueLimits(), rt.log)
@@ -67,9 +78,27 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 	// stream subscribers.
 	events := tasks.NewEventHub(rt.db, rt.log)
 	rt.logSearch(context.Background())
-	return api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
+	srv, err := api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
 		Version: version, Planner: planner, Hub: hub, Events: events, Monitoring: mon, Sealer: sealer, Upstreams: upstreams,
 		Embedders: rt.embedders("search:query")})
+	if err != nil {
+		return nil, err
+	}
+	// The metrics port's /readyz (and `ballet healthcheck`) says when the
+	// public port is dead.
+	rt.readiness().Require("listener", srv.Serving)
+	return srv, nil
+}
+
+// redisPoolSize is the connections the process's Redis client may open.
+func redisPoolSize(rdb redis.UniversalClient) int {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		return c.Options().PoolSize
+	}
+	return 0
 }
 
 func (rt *runtime) newWorker() (*worker.Worker, error) {
