@@ -68,8 +68,8 @@ type Server struct {
 	listenerErr atomic.Pointer[error]
 	// acceptStalls counts Accept errors waited out (patientListener).
 	acceptStalls atomic.Int64
-	done chan error
-	oidc *oidcVerifier // nil unless auth.oidc.issuer_url is set
+	done         chan error
+	oidc         *oidcVerifier // nil unless auth.oidc.issuer_url is set
 	// failures limits failed authentications per client address.
 	failures *failureLimiter
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 )
 
 // opsServer serves /healthz and /readyz (api.Readiness: Postgres, Redis and
