@@ -168,6 +168,26 @@ func TestNULRefused(t *testing.T) {
 	}
 }
 
+// TestInvalidUTF8Refused: a query or path parameter that is not UTF-8 (a
+// lone surrogate, a stray byte) is refused with 400 naming it, before any
+// query reaches Postgres, which would refuse it with SQLSTATE 22021.
+func TestInvalidUTF8Refused(t *testing.T) {
+	t.Parallel()
+	e := newInputEnv(t)
+	e.run(t, []inputCase{
+		{"surrogate in a filter", "GET", "/api/v1/projects/WEB/items?epic=%ED%A0%80", "viewer", "", "", 400, "invalid_argument", `query parameter "epic": must be valid UTF-8`},
+		{"stray byte in a filter", "GET", "/api/v1/search?q=x&project=%FF", "viewer", "", "", 400, "invalid_argument", `query parameter "project": must be valid UTF-8`},
+		{"stray byte in a key", "GET", "/api/v1/projects/WEB/items?%FF=1", "viewer", "", "", 400, "invalid_argument", "must be valid UTF-8"},
+		{"path parameter", "GET", "/api/v1/items/WEB%FF1", "viewer", "", "", 400, "invalid_argument", `path parameter "item": must be valid UTF-8`},
+		{"path parameter of a write", "POST", "/api/v1/projects/W%C3EB/items", "engineer", "", `{"kind":"ticket","title":"x"}`, 400, "invalid_argument", `path parameter "project": must be valid UTF-8`},
+		{"valid UTF-8 is kept", "GET", "/api/v1/search?q=%C3%A9t%C3%A9", "viewer", "", "", 200, "", ""},
+	})
+	var n int
+	if err := e.db.Pool().QueryRow(context.Background(), `SELECT count(*) FROM items WHERE title = 'x'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("items written: %d, %v", n, err)
+	}
+}
+
 // TestWritesRequireJSON checks that a write with a body must say it is
 // JSON: a text/plain or form POST (what another site's page can send
 // without asking) is refused with 415 before anything runs, while writes

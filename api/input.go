@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -66,24 +67,43 @@ func unsupportedMedia(format string, args ...any) error {
 func (s *Server) checkURL(c *fiber.Ctx) error {
 	path := c.Path()
 	if strings.Contains(path, "%00") || strings.ContainsRune(path, 0) {
-		return store.Errorf(store.CodeInvalid, "path parameter %q: must not contain NUL characters", s.nulSegment(c.Method(), path))
+		return store.Errorf(store.CodeInvalid, "path parameter %q: must not contain NUL characters", s.badSegment(c.Method(), path, hasNUL))
 	}
-	var bad string
+	if !utf8.ValidString(path) || !utf8.ValidString(unescaped(path)) {
+		return store.Errorf(store.CodeInvalid, "path parameter %q: must be valid UTF-8", s.badSegment(c.Method(), path, notUTF8))
+	}
+	var bad, why string
 	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
-		if bad == "" && (strings.ContainsRune(string(k), 0) || strings.ContainsRune(string(v), 0)) {
-			bad = strconv.QuoteToASCII(string(k))
+		switch {
+		case bad != "":
+		case strings.ContainsRune(string(k), 0) || strings.ContainsRune(string(v), 0):
+			bad, why = strconv.QuoteToASCII(string(k)), "must not contain NUL characters"
+		case !utf8.Valid(k) || !utf8.Valid(v):
+			bad, why = strconv.QuoteToASCII(string(k)), "must be valid UTF-8"
 		}
 	})
 	if bad != "" {
-		return store.Errorf(store.CodeInvalid, "query parameter %s: must not contain NUL characters", bad)
+		return store.Errorf(store.CodeInvalid, "query parameter %s: %s", bad, why)
 	}
 	return nil
 }
 
-// nulSegment names the route parameter whose segment of path holds a NUL,
-// by matching path against the registered routes of method; it is "path"
-// when the NUL is in no parameter.
-func (s *Server) nulSegment(method, path string) string {
+// unescaped is a path with its escapes decoded, or as it is when they are
+// not well formed.
+func unescaped(path string) string {
+	if u, err := url.PathUnescape(path); err == nil {
+		return u
+	}
+	return path
+}
+
+// notUTF8 reports whether a raw path segment is not UTF-8, escaped or not.
+func notUTF8(seg string) bool { return !utf8.ValidString(unescaped(seg)) }
+
+// badSegment names the route parameter whose segment of path is bad, by
+// matching path against the registered routes of method; it is "path"
+// when the bad part is in no parameter.
+func (s *Server) badSegment(method, path string, bad func(seg string) bool) string {
 	segs := strings.Split(path, "/")
 	for _, r := range s.app.GetRoutes(true) {
 		if r.Method != method || len(r.Params) == 0 {
@@ -96,7 +116,7 @@ func (s *Server) nulSegment(method, path string) string {
 		name, match := "", true
 		for i, p := range parts {
 			if strings.HasPrefix(p, ":") {
-				if name == "" && hasNUL(segs[i]) {
+				if name == "" && bad(segs[i]) {
 					name = strings.TrimPrefix(p, ":")
 				}
 				continue
@@ -114,9 +134,4 @@ func (s *Server) nulSegment(method, path string) string {
 }
 
 // hasNUL reports whether a raw path segment holds a NUL, escaped or not.
-func hasNUL(seg string) bool {
-	if u, err := url.PathUnescape(seg); err == nil {
-		seg = u
-	}
-	return strings.ContainsRune(seg, 0)
-}
+func hasNUL(seg string) bool { return strings.ContainsRune(unescaped(seg), 0) }
