@@ -133,8 +133,14 @@ func validateKnowledgeText(title, body *string) error {
 
 // knowledgeLinks checks that project and item keys exist in the
 // organization and returns them deduplicated with the linked project ids.
-// Keys of another organization are reported as unknown.
-func knowledgeLinks(ctx context.Context, q Querier, orgID string, projects, items []string) (pkeys, pids, ikeys []string, err error) {
+// Keys of another organization are reported as unknown, and so are new
+// links (keys not in had) to projects, or items of projects, that the
+// caller cannot read: linking tells nothing of what another project holds.
+// A nil caller checks existence only.
+func knowledgeLinks(ctx context.Context, q Querier, caller *Caller, orgID string, projects, items, had []string) (pkeys, pids, ikeys []string, err error) {
+	readable := func(key, pid string) bool {
+		return caller == nil || slices.Contains(had, key) || caller.Principal.Can(PermTrackerRead, orgID, pid)
+	}
 	pkeys, ikeys = dedupe(projects), dedupe(items)
 	if len(pkeys) > maxKnowledgeProjects {
 		return nil, nil, nil, Errorf(CodeInvalid, "projects: at most %d", maxKnowledgeProjects)
@@ -152,19 +158,23 @@ func knowledgeLinks(ctx context.Context, q Querier, orgID string, projects, item
 		return nil, nil, nil, err
 	}
 	for _, key := range pkeys {
-		if found[key] == "" {
+		if found[key] == "" || !readable(key, found[key]) {
 			return nil, nil, nil, Errorf(CodeInvalid, "projects: unknown project %q in this organization", key)
 		}
 		pids = append(pids, found[key])
 	}
 	if len(ikeys) > 0 {
-		var known []string
-		if err := q.QueryRow(ctx, `SELECT COALESCE(array_agg(i.key), '{}') FROM items i JOIN projects p ON p.id = i.project_id
-			WHERE p.organization_id = $1 AND i.key = ANY($2)`, orgID, ikeys).Scan(&known); err != nil {
+		known := map[string]string{} // item key: project id
+		rows, err := q.Query(ctx, `SELECT i.key, i.project_id::text FROM items i JOIN projects p ON p.id = i.project_id
+			WHERE p.organization_id = $1 AND i.key = ANY($2)`, orgID, ikeys)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&k, &id}, func() error { known[k] = id; return nil }); err != nil {
 			return nil, nil, nil, err
 		}
 		for _, key := range ikeys {
-			if !slices.Contains(known, key) {
+			if pid, ok := known[key]; !ok || !readable(key, pid) {
 				return nil, nil, nil, Errorf(CodeInvalid, "items: unknown item %q in this organization", key)
 			}
 		}
@@ -202,7 +212,7 @@ func (db *DB) CreateKnowledge(ctx context.Context, caller Caller, orgKey string,
 	if err := validateKnowledgeText(&n.Title, &n.Body); err != nil {
 		return fail(err)
 	}
-	pkeys, pids, ikeys, err := knowledgeLinks(ctx, db.pool, org.ID, n.Projects, n.Items)
+	pkeys, pids, ikeys, err := knowledgeLinks(ctx, db.pool, &caller, org.ID, n.Projects, n.Items, nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -328,7 +338,7 @@ func (db *DB) UpdateKnowledge(ctx context.Context, caller Caller, orgKey, id str
 		if k, err = knowledgeByID(ctx, tx, org.ID, id, true); err != nil {
 			return err
 		}
-		_, oldPIDs, _, err := knowledgeLinks(ctx, tx, org.ID, k.Projects, nil)
+		_, oldPIDs, _, err := knowledgeLinks(ctx, tx, nil, org.ID, k.Projects, nil, nil)
 		if err != nil {
 			oldPIDs = nil // a linked project was deleted: only organization writers may edit
 		}
@@ -339,9 +349,10 @@ func (db *DB) UpdateKnowledge(ctx context.Context, caller Caller, orgKey, id str
 			return &Error{Code: CodeConflict, Details: map[string]any{"current_version": k.Version}, Message: fmt.Sprintf(
 				"knowledge entry %s is at version %d, not %d: read it again and retry", k.ID, k.Version, u.Version)}
 		}
+		had := append(slices.Clone(k.Projects), k.Items...)
 		applyKnowledgeUpdate(&k, u)
 		var pids []string
-		if k.Projects, pids, k.Items, err = knowledgeLinks(ctx, tx, org.ID, k.Projects, k.Items); err != nil {
+		if k.Projects, pids, k.Items, err = knowledgeLinks(ctx, tx, &caller, org.ID, k.Projects, k.Items, had); err != nil {
 			return err
 		}
 		if err := authorizeKnowledge(caller, PermKnowledgeWrite, org.ID, pids); err != nil {

@@ -79,6 +79,7 @@ func TestKnowledgeRefusals(t *testing.T) {
 	ctx := context.Background()
 	f := newKBFix(t)
 	insertItem(t, f.db, f.glx, 1, "Globex ticket", "")
+	insertItem(t, f.db, f.api, 1, "API ticket", "")
 	ok := store.NewKnowledge{Kind: "note", Title: "t", Body: "b", Projects: []string{"WEB"}}
 	with := func(mod func(*store.NewKnowledge)) store.NewKnowledge { n := ok; mod(&n); return n }
 	for _, tc := range []struct {
@@ -95,8 +96,12 @@ func TestKnowledgeRefusals(t *testing.T) {
 		{"unknown project", f.admin, "acme", with(func(n *store.NewKnowledge) { n.Projects = []string{"NOPE"} }), store.CodeInvalid, `unknown project "NOPE"`},
 		{"other org's project", f.admin, "acme", with(func(n *store.NewKnowledge) { n.Projects = []string{"GLX"} }), store.CodeInvalid, `unknown project "GLX"`},
 		{"other org's item", f.admin, "acme", with(func(n *store.NewKnowledge) { n.Items = []string{"GLX-1"} }), store.CodeInvalid, `unknown item "GLX-1"`},
+		// A project the caller cannot read answers like an unknown one.
+		{"item of an unreadable project", f.engineer, "acme", with(func(n *store.NewKnowledge) { n.Items = []string{"API-1"} }), store.CodeInvalid, `items: unknown item "API-1" in this organization`},
+		{"unknown item", f.engineer, "acme", with(func(n *store.NewKnowledge) { n.Items = []string{"API-99"} }), store.CodeInvalid, `items: unknown item "API-99" in this organization`},
+		{"unreadable project", f.engineer, "acme", with(func(n *store.NewKnowledge) { n.Projects = []string{"WEB", "API"} }), store.CodeInvalid, `projects: unknown project "API" in this organization`},
 		{"viewer", f.viewer, "acme", ok, store.CodeForbidden, "knowledge.write"},
-		{"engineer of another project", f.apiEngineer, "acme", ok, store.CodeForbidden, "knowledge.write"},
+		{"engineer of another project", f.apiEngineer, "acme", ok, store.CodeInvalid, `projects: unknown project "WEB" in this organization`},
 		{"engineer, no project link", f.engineer, "acme", with(func(n *store.NewKnowledge) { n.Projects = nil }), store.CodeForbidden, "link the entry"},
 		{"outsider", f.outsider, "acme", ok, store.CodeNotFound, `organization "acme" not found`},
 		{"no such organization", f.admin, "nope", ok, store.CodeNotFound, `organization "nope" not found`},
@@ -126,7 +131,8 @@ func TestKnowledgeRefusals(t *testing.T) {
 		{"no version", f.admin, store.KnowledgeUpdate{Title: &title}, store.CodeInvalid},
 		{"no fields", f.admin, store.KnowledgeUpdate{Version: 1}, store.CodeInvalid},
 		{"viewer", f.viewer, store.KnowledgeUpdate{Version: 1, Title: &title}, store.CodeForbidden},
-		{"engineer moving it to a project they may not write", f.engineer, store.KnowledgeUpdate{Version: 1, Projects: &api}, store.CodeForbidden},
+		// A project the engineer cannot read is unknown to them.
+		{"engineer moving it to a project they may not read", f.engineer, store.KnowledgeUpdate{Version: 1, Projects: &api}, store.CodeInvalid},
 		{"outsider", f.outsider, store.KnowledgeUpdate{Version: 1, Title: &title}, store.CodeNotFound},
 	} {
 		t.Run("update "+tc.name, func(t *testing.T) {
