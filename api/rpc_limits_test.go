@@ -69,12 +69,28 @@ func TestRPCCloseCodes(t *testing.T) {
 	}
 	t.Run("no subprotocol", func(t *testing.T) {
 		t.Parallel()
-		for _, protos := range [][]string{nil, {"ballet.v2.json"}} {
-			c, _, err := e.dialRaw(t, nil, protos...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.expectClose(t, api.ClosePolicy)
+		c, _, err := e.dialRaw(t, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.expectClose(t, api.ClosePolicy)
+	})
+	// Subprotocols of which we speak none are refused in the handshake,
+	// where a standard client sees the answer; one of ours among them is
+	// chosen.
+	t.Run("unknown subprotocols", func(t *testing.T) {
+		t.Parallel()
+		_, res, err := e.dialRaw(t, nil, "ballet.v2.json", "graphql-ws")
+		if err == nil || res == nil || res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("dial: %v, response %+v; want a 400 handshake", err, res)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if want := `Sec-WebSocket-Protocol: none of \"ballet.v2.json\", \"graphql-ws\" is spoken here; offer ballet.v1.json or ballet.v1.msgpack`; !strings.Contains(string(b), want) {
+			t.Fatalf("body %s, want %s", b, want)
+		}
+		c, _, err := e.dialRaw(t, nil, "ballet.v2.json", api.SubprotocolMsgpack)
+		if err != nil || c.proto != api.SubprotocolMsgpack {
+			t.Fatalf("dial with one of ours among others: %v", err)
 		}
 	})
 	t.Run("heartbeats keep a socket open", func(t *testing.T) {

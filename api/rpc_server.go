@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,6 +206,9 @@ func (s *Server) rpcAdmit(c *fiber.Ctx) error {
 		return store.Errorf(store.CodeInvalid, "/rpc is a websocket: send a GET with Upgrade: websocket and Sec-WebSocket-Protocol %s or %s",
 			SubprotocolJSON, SubprotocolMsgpack)
 	}
+	if err := checkSubprotocols(c.Get(fiber.HeaderSecWebSocketProtocol)); err != nil {
+		return err
+	}
 	if err := s.checkRPCOrigin(c); err != nil {
 		return err
 	}
@@ -224,6 +228,27 @@ func (s *Server) rpcAdmit(c *fiber.Ctx) error {
 		return err
 	}
 	return nil
+}
+
+// checkSubprotocols refuses, before the upgrade, a client that offers
+// subprotocols of which we speak none: a standard client (a browser, Node's
+// ws) fails such a handshake itself and would never see the close 1008
+// that follows an upgrade, so it gets a 400 naming ours. A client that
+// offers none is upgraded and then closed with 1008 (SPEC §8).
+func checkSubprotocols(offered string) error {
+	if strings.TrimSpace(offered) == "" {
+		return nil
+	}
+	var names []string
+	for _, p := range strings.Split(offered, ",") {
+		p = strings.TrimSpace(p)
+		if p == SubprotocolJSON || p == SubprotocolMsgpack {
+			return nil
+		}
+		names = append(names, strconv.Quote(p))
+	}
+	return store.Errorf(store.CodeInvalid, "Sec-WebSocket-Protocol: none of %s is spoken here; offer %s or %s",
+		strings.Join(names, ", "), SubprotocolJSON, SubprotocolMsgpack)
 }
 
 // checkRPCOrigin allows a request without Origin (not a browser), one from
