@@ -50,7 +50,7 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 	// The request's buffers are reused once the handler returns: the
 	// stream keeps copies of what its rechecks need.
 	token, _ := bearer(c.Get(fiber.HeaderAuthorization))
-	rc := s.sessionRecheck(s.tokenPrincipal(strings.Clone(token)), strings.Clone(session))
+	rc := s.sessionRecheck(s.tokenPrincipal(strings.Clone(token)), strings.Clone(caller(c).Principal.Subject), strings.Clone(session))
 	recheckEvery := s.rpcCfg.recheck
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
@@ -58,6 +58,7 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 	stopping := s.stopping
 	c.Context().SetBodyStreamWriter(func(bw *bufio.Writer) {
 		defer w.Close()
+		defer rc.release()
 		hb := time.NewTicker(sseHeartbeat)
 		defer hb.Stop()
 		tick := time.NewTicker(recheckEvery)
@@ -77,6 +78,11 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 					return // the client left
 				}
 			case <-tick.C:
+				if reason := rc.verdict(context.Background()); reason != "" {
+					writeClosedReason(bw, reason)
+					return
+				}
+			case <-rc.wake:
 				if reason := rc.verdict(context.Background()); reason != "" {
 					writeClosedReason(bw, reason)
 					return

@@ -133,7 +133,9 @@ func (c *rpcConn) streamCall(ctx context.Context, req rpcRequest) (any, error) {
 				defer c.calls.Done()
 				defer release()
 				defer c.srv.streams.remove(c, p.Subscription, st)
-				c.forwardEvents(p.Subscription, st, c.srv.streamRecheck(c.socketPrincipal, p.Stream))
+				rc := c.srv.streamRecheck(c.socketPrincipal, c.subject(), p.Stream)
+				defer rc.release()
+				c.forwardEvents(p.Subscription, st, rc)
 			}()
 		}}, nil
 }
@@ -180,18 +182,29 @@ func (c *rpcConn) forwardEvents(name string, st *rpcStream, rc recheck) {
 	defer close(st.exited)
 	tick := time.NewTicker(c.srv.rpcCfg.recheck)
 	defer tick.Stop()
+	ended := func() bool {
+		reason := rc.verdict(c.ctx)
+		if reason == "" {
+			return false
+		}
+		st.sub.Close()
+		select {
+		case <-st.quit: // unsubscribed meanwhile: it says nothing more
+		default:
+			if c.ctx.Err() == nil {
+				c.notify("stream.closed", streamClosed{Subscription: name, Reason: reason})
+			}
+		}
+		return true
+	}
 	for {
 		select {
 		case <-tick.C:
-			if reason := rc.verdict(c.ctx); reason != "" {
-				st.sub.Close()
-				select {
-				case <-st.quit: // unsubscribed meanwhile: it says nothing more
-				default:
-					if c.ctx.Err() == nil {
-						c.notify("stream.closed", streamClosed{Subscription: name, Reason: reason})
-					}
-				}
+			if ended() {
+				return
+			}
+		case <-rc.wake:
+			if ended() {
 				return
 			}
 		case <-st.quit:

@@ -71,7 +71,9 @@ func (c *rpcConn) watch(ctx context.Context, req rpcRequest) (any, error) {
 			c.calls.Add(1)
 			go func() {
 				defer c.calls.Done()
-				c.forward(p.Subscription, w, c.srv.sessionRecheck(c.socketPrincipal, p.Session))
+				rc := c.srv.sessionRecheck(c.socketPrincipal, c.subject(), p.Session)
+				defer rc.release()
+				c.forward(p.Subscription, w, rc)
 			}()
 		}}, nil
 }
@@ -97,14 +99,25 @@ func (c *rpcConn) forward(sub string, w *tasks.Watch, rc recheck) {
 	}()
 	tick := time.NewTicker(c.srv.rpcCfg.recheck)
 	defer tick.Stop()
+	ended := func() bool {
+		reason := rc.verdict(c.ctx)
+		if reason == "" {
+			return false
+		}
+		w.Close()
+		if c.ctx.Err() == nil {
+			c.notify("stream.closed", streamClosed{Subscription: sub, Reason: reason})
+		}
+		return true
+	}
 	for {
 		select {
 		case <-tick.C:
-			if reason := rc.verdict(c.ctx); reason != "" {
-				w.Close()
-				if c.ctx.Err() == nil {
-					c.notify("stream.closed", streamClosed{Subscription: sub, Reason: reason})
-				}
+			if ended() {
+				return
+			}
+		case <-rc.wake:
+			if ended() {
 				return
 			}
 		case o, ok := <-w.Outputs():

@@ -68,8 +68,10 @@ type Server struct {
 	listenerErr atomic.Pointer[error]
 	// acceptStalls counts Accept errors waited out (patientListener).
 	acceptStalls atomic.Int64
-	done         chan error
-	oidc         *oidcVerifier // nil unless auth.oidc.issuer_url is set
+	// access wakes a subject's stream rechecks when its access shrinks.
+	access *accessWatch
+	done   chan error
+	oidc   *oidcVerifier // nil unless auth.oidc.issuer_url is set
 	// failures limits failed authentications per client address.
 	failures *failureLimiter
 
@@ -100,6 +102,9 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		embedders: d.Embedders, ready: NewReadiness(d.DB, d.Redis)}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)
+	}
+	if d.DB != nil {
+		s.access = newAccessWatch(d.DB, d.Log)
 	}
 	s.failures = newFailureLimiter(auth.failureLimits())
 	s.rpcCfg = cfg.rpc()
@@ -148,6 +153,9 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 			return fmt.Errorf("api: start event hub: %w", err)
 		}
+	}
+	if s.access != nil {
+		s.access.start(ctx)
 	}
 	s.ln = ln
 	s.done = make(chan error, 1)
@@ -212,6 +220,9 @@ func (s *Server) stop() {
 	}
 	if s.events != nil {
 		s.events.Stop()
+	}
+	if s.access != nil {
+		s.access.shutdown()
 	}
 }
 

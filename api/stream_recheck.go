@@ -10,9 +10,11 @@ import (
 
 // A planner watch or an event stream lasts as long as its client keeps it
 // open, so the token and the permission it started with are checked again
-// every server.stream_recheck: a token revoked or expired, or a role binding
-// removed, ends it within that interval, with the reason as its
-// stream.closed (or, on an event stream, its closed event) says.
+// every server.stream_recheck, and at once when Postgres announces that
+// its subject's access shrank (accessWatch): a token revoked, or a role
+// binding removed, ends it within a second on every replica; an expired
+// token within the interval. Its stream.closed (or, on an event stream,
+// its closed event) says why.
 
 // Why a recheck ends a watch or a stream.
 const (
@@ -31,6 +33,25 @@ type recheck struct {
 	// allowed is the check the watch or stream started with.
 	allowed func(ctx context.Context, caller store.Caller) error
 	what    string // for the log
+	// wake is signalled when subject's access changed (nil: never).
+	subject string
+	wake    chan struct{}
+}
+
+// watchAccess makes r wake when its subject's access changes; release
+// undoes it when the stream ends.
+func (r recheck) watchAccess(subject string) recheck {
+	if r.srv.access != nil {
+		r.subject, r.wake = subject, r.srv.access.watch(subject)
+	}
+	return r
+}
+
+// release stops waking r.
+func (r recheck) release() {
+	if r.wake != nil {
+		r.srv.access.unwatch(r.subject, r.wake)
+	}
 }
 
 // recheckTimeout bounds one recheck.
@@ -62,22 +83,24 @@ func (r recheck) verdict(parent context.Context) string {
 	return ""
 }
 
-// sessionRecheck is the recheck of a watch of a planner session.
-func (s *Server) sessionRecheck(principal func(context.Context) (*store.Principal, error), session string) recheck {
+// sessionRecheck is the recheck of subject's watch of a planner session;
+// the caller releases it.
+func (s *Server) sessionRecheck(principal func(context.Context) (*store.Principal, error), subject, session string) recheck {
 	return recheck{srv: s, principal: principal, what: "planner session " + session,
 		allowed: func(ctx context.Context, caller store.Caller) error {
 			_, err := s.db.WatchSession(ctx, caller, session)
 			return err
-		}}
+		}}.watchAccess(subject)
 }
 
-// streamRecheck is the recheck of an event stream subscription.
-func (s *Server) streamRecheck(principal func(context.Context) (*store.Principal, error), stream string) recheck {
+// streamRecheck is the recheck of subject's event stream subscription;
+// the caller releases it.
+func (s *Server) streamRecheck(principal func(context.Context) (*store.Principal, error), subject, stream string) recheck {
 	return recheck{srv: s, principal: principal, what: "event stream " + stream,
 		allowed: func(ctx context.Context, caller store.Caller) error {
 			_, err := s.db.ResolveStream(ctx, caller, stream)
 			return err
-		}}
+		}}.watchAccess(subject)
 }
 
 // tokenPrincipal checks a token again, as identify did, but outside the
@@ -114,4 +137,12 @@ func (c *rpcConn) socketPrincipal(ctx context.Context) (*store.Principal, error)
 		c.mu.Unlock()
 	}
 	return p, err
+}
+
+// subject is the socket's authenticated subject ("" before auth).
+func (c *rpcConn) subject() string {
+	if p := c.principal(); p != nil {
+		return p.Subject
+	}
+	return ""
 }
