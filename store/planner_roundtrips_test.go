@@ -85,7 +85,7 @@ func TestPlannerWriteRoundTrips(t *testing.T) {
 	type count struct{ trips, statements int }
 	want := map[string]count{
 		"SendMessage":          {3, 5}, // the permission check reads what the session UPDATE returns
-		"ClaimTurn":            {3, 7}, // with the turn's history
+		"ClaimTurn":            {3, 8}, // with the turn's history, and its lock timeout (in the first batch)
 		"AppendAnswer":         {3, 7},
 		"AppendAnswer+refused": {3, 8},
 		"ClaimToolCall":        {2, 5},
