@@ -117,12 +117,18 @@ func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		m.layout()
 	case tea.KeyMsg:
-		switch msg.String() {
-		case "ctrl+c":
+		// Keys are matched by type, never by spelling: text that arrives in
+		// a burst (a paste without bracketed paste, a slow link, tmux
+		// send-keys) is one KeyRunes message whose String() may read
+		// "enter" or "down", and it is text.
+		switch {
+		case msg.Type == tea.KeyRunes && !msg.Alt:
+			m.ta.InsertString(string(msg.Runes))
+		case msg.Type == tea.KeyCtrlC:
 			return m.interrupt()
-		case "enter":
+		case msg.Type == tea.KeyEnter && !msg.Alt:
 			cmds = append(cmds, m.send())
-		case "pgup", "pgdown":
+		case msg.Type == tea.KeyPgUp || msg.Type == tea.KeyPgDown:
 			var cmd tea.Cmd
 			m.vp, cmd = m.vp.Update(msg)
 			return m, cmd

@@ -189,6 +189,25 @@ func TestChatScreenComposer(t *testing.T) {
 	}
 }
 
+// Text that arrives in a burst (a paste without bracketed paste, tmux
+// send-keys, a slow link) is one KeyRunes message; words that spell key
+// names are text, not keys.
+func TestChatScreenTakesBurstsAsText(t *testing.T) {
+	t.Parallel()
+	m, conn := newTestScreen(t)
+	for _, burst := range []string{"enter", " ", "down", " up home end ", "pgdown", " ctrl+c"} {
+		m = feed(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(burst)})
+	}
+	if got, want := m.ta.Value(), "enter down up home end pgdown ctrl+c"; got != want || len(conn.sent) != 0 {
+		t.Fatalf("composer %q (want %q), sent %q", got, want, conn.sent)
+	}
+	next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	drain(cmd)
+	if len(conn.sent) != 1 || conn.sent[0] != "enter down up home end pgdown ctrl+c" || next.(chatModel).ta.Value() != "" {
+		t.Fatalf("sent %q", conn.sent)
+	}
+}
+
 // screenText is a view as a terminal shows it: without escape sequences
 // and trailing blanks.
 func screenText(view string) string {
@@ -207,5 +226,27 @@ func drain(cmd tea.Cmd) {
 				drain(c)
 			}
 		}
+	}
+}
+
+// The session picker moves on keys and single letters, and takes no burst
+// of text for a key.
+func TestPickerTakesKeysByType(t *testing.T) {
+	t.Parallel()
+	m := tea.Model(pickerModel{items: []string{"a", "b", "c"}, chosen: -1})
+	for _, msg := range []tea.KeyMsg{
+		{Type: tea.KeyRunes, Runes: []rune("j")},
+		{Type: tea.KeyDown},
+		{Type: tea.KeyRunes, Runes: []rune("enter")}, // a burst: no choice
+		{Type: tea.KeyRunes, Runes: []rune("kq")},    // nor these
+	} {
+		m, _ = m.Update(msg)
+	}
+	if p := m.(pickerModel); p.cursor != 2 || p.chosen != -1 {
+		t.Fatalf("cursor %d, chosen %d; want 2, -1", p.cursor, p.chosen)
+	}
+	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if p := m.(pickerModel); p.chosen != 2 {
+		t.Fatalf("chosen %d, want 2", p.chosen)
 	}
 }

@@ -100,19 +100,21 @@ func (m pickerModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.height = msg.Height
 	case tea.KeyMsg:
-		switch msg.String() {
-		case "up", "k", "ctrl+p":
+		// By type, or one typed letter: a burst of text ("enter") is no key.
+		letter := func(r rune) bool { return msg.Type == tea.KeyRunes && len(msg.Runes) == 1 && msg.Runes[0] == r }
+		switch {
+		case msg.Type == tea.KeyUp || msg.Type == tea.KeyCtrlP || letter('k'):
 			if m.cursor > 0 {
 				m.cursor--
 			}
-		case "down", "j", "ctrl+n":
+		case msg.Type == tea.KeyDown || msg.Type == tea.KeyCtrlN || letter('j'):
 			if m.cursor < len(m.items)-1 {
 				m.cursor++
 			}
-		case "enter":
+		case msg.Type == tea.KeyEnter:
 			m.chosen = m.cursor
 			return m, tea.Quit
-		case "q", "esc", "ctrl+c":
+		case msg.Type == tea.KeyEsc || msg.Type == tea.KeyCtrlC || letter('q'):
 			return m, tea.Quit
 		}
 	}
