@@ -154,6 +154,10 @@ func TestWebAppInABrowser(t *testing.T) {
 	// Sign in by pasting the token; the projects page lists the demo project.
 	pg.run("open sign-in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")))
 	pg.shot("sign-in")
+	// A wrong token is refused with a message, not a silently cleared form.
+	pg.run("sign in with a wrong token", chromedp.SendKeys(chromedp.ID("token"), "blt_wrong"), chromedp.SendKeys(chromedp.ID("token"), kb.Enter))
+	pg.until("the wrong token refused with a message",
+		`(document.querySelector('main.signin [role=alert]')?.textContent ?? '') === 'That token was not accepted.'`)
 	pg.run("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.SendKeys(chromedp.ID("token"), kb.Enter),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/projects/DEMO"]`)))
 	pg.shot("projects")

@@ -60,8 +60,12 @@ function App() {
     get("/organizations").then(
       () => setAuth(token() ? "signed-in" : "local"),
       (e) => {
+        // Whether a token was tried is read before it is cleared.
+        const tried = token() !== "";
         setToken("");
-        setError(e instanceof ApiError && e.status === 401 && token() !== "" ? "That token was not accepted." : "");
+        if (!tried) setError("");
+        else if (e instanceof ApiError && e.status === 401) setError("That token was not accepted.");
+        else setError(`Could not sign in: ${e instanceof Error ? e.message : String(e)}`);
         setAuth("signed-out");
       },
     );
