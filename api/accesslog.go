@@ -21,7 +21,9 @@ var probePaths = map[string]bool{"/healthz": true, "/readyz": true}
 // X-Request-Id when well formed (llm.ValidRequestID), else a new one. The id
 // is echoed in X-Request-Id, logged as request_id, and carried by the
 // request's context (llm.WithRequestID): a planner send puts it in the turn
-// task, whose worker logs it and sends it on to the gateway.
+// task, whose worker logs it and sends it on to the gateway. The line's
+// remote is the client address (remoteIP: X-Forwarded-For only from
+// server.trusted_proxies).
 func (s *Server) accessLog(c *fiber.Ctx) error {
 	start := time.Now()
 	// A copy: fasthttp reuses the request's bytes, and the context may
@@ -32,6 +34,7 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 	}
 	c.Set(llm.RequestIDHeader, id)
 	c.SetUserContext(llm.WithRequestID(c.UserContext(), id))
+	remote := s.remote(c) // before the handlers: a /rpc socket copies it at the upgrade
 	if err := c.Next(); err != nil {
 		if herr := c.App().ErrorHandler(c, err); herr != nil {
 			_ = c.SendStatus(fiber.StatusInternalServerError)
@@ -57,7 +60,7 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 	} else {
 		attrs = append(attrs, slog.Int("bytes", len(res.Body())))
 	}
-	attrs = append(attrs, slog.String("remote", c.IP()), slog.String("request_id", id))
+	attrs = append(attrs, slog.String("remote", remote), slog.String("request_id", id))
 	if p := principal(c); p != nil {
 		attrs = append(attrs, slog.String("subject", p.Subject))
 	}

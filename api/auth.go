@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -41,20 +40,13 @@ func (s *Server) identify(c *fiber.Ctx) error {
 	if !ok {
 		return store.Errorf(store.CodeUnauthenticated, "missing bearer token in the Authorization header")
 	}
-	now := time.Now()
-	if wait, limited := s.failures.blocked(c.IP(), token, now); limited {
-		c.Set(fiber.HeaderRetryAfter, retryAfter(wait))
-		return store.Errorf(store.CodeExhausted,
-			"too many failed authentications from %s (auth.failure_burst); retry in %s", c.IP(), retryAfter(wait)+"s")
-	}
-	subject, err := s.subjectOf(c.UserContext(), token)
-	if store.IsCode(err, store.CodeUnauthenticated) {
-		s.failures.failed(c.IP(), now)
-	}
+	subject, err := s.checkToken(c.UserContext(), s.remote(c), token)
 	if err != nil {
+		if wait := retryAfterOf(err); wait != "" {
+			c.Set(fiber.HeaderRetryAfter, wait)
+		}
 		return err
 	}
-	s.failures.succeeded(token, now)
 	p, err := s.db.Principal(c.UserContext(), subject)
 	if err != nil {
 		return err

@@ -54,6 +54,13 @@ type Config struct {
 	// rate limit (a token bucket).
 	RPCRequestsPerSecond int `toml:"rpc_requests_per_second"`
 	RPCRequestBurst      int `toml:"rpc_request_burst"`
+	// TrustedProxies are the CIDRs (or single addresses) of the proxies in
+	// front of the api, such as the ingress: from such a peer the client
+	// address is read from X-Forwarded-For (the nearest address that is not
+	// a trusted proxy), for the failed-authentication limit and the access
+	// log, and X-Forwarded-Proto and X-Forwarded-Host are believed. Empty
+	// trusts none: the client is the peer.
+	TrustedProxies []string `toml:"trusted_proxies"`
 	// StreamRecheck is how often a planner.watch, a stream.subscribe and an
 	// outputs event stream check again that their token is valid and that
 	// the permission they started with still holds.
@@ -64,7 +71,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20,
 		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000, MaxQueuedTurnsPerOrganization: 5000,
-		RPCAllowedOrigins: []string{}, RPCMaxConnections: 0, RPCHeartbeat: defaultRPCHeartbeat,
+		RPCAllowedOrigins: []string{}, TrustedProxies: []string{}, RPCMaxConnections: 0, RPCHeartbeat: defaultRPCHeartbeat,
 		RPCAuthTimeout: defaultRPCAuthTimeout, RPCWriteTimeout: defaultRPCWriteTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
 		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst,
 		StreamRecheck: defaultStreamRecheck}
@@ -90,6 +97,9 @@ func (c Config) Validate() error {
 	if c.MaxQueuedTurnsPerOrganization < 1 {
 		return fmt.Errorf("server.max_queued_turns_per_organization: must be at least 1, got %d", c.MaxQueuedTurnsPerOrganization)
 	}
+	if _, err := parseTrustedProxies(c.TrustedProxies); err != nil {
+		return err
+	}
 	return c.validateRPC()
 }
 
@@ -112,10 +122,12 @@ type AuthConfig struct {
 	Mode string `toml:"mode"`
 	// OIDC enables JWTs from an OpenID Connect issuer beside API tokens.
 	OIDC OIDCConfig `toml:"oidc"`
-	// FailureBurst is how many failed authentications one client address
-	// may make at once before it is answered 429.
+	// FailureBurst is how many failed authentications one client address,
+	// and one failing token, may make at once before a failure is answered
+	// 429; a token that authenticates never is (failureLimiter).
 	FailureBurst int `toml:"failure_burst"`
-	// FailuresPerMinute is how fast an address earns failed attempts back.
+	// FailuresPerMinute is how fast an address or a token earns failed
+	// attempts back.
 	FailuresPerMinute int `toml:"failures_per_minute"`
 }
 

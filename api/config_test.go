@@ -43,3 +43,41 @@ func TestAuthConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestTrustedProxiesConfig: server.trusted_proxies takes CIDRs and single
+// addresses; anything else is refused at start-up, by Validate and by New,
+// with a message naming the key and the value.
+func TestTrustedProxiesConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		proxies []string
+		bad     string // "" for valid; else the value the error names
+	}{
+		{"none", nil, ""},
+		{"CIDRs and addresses", []string{"10.0.0.0/8", "fd00::/8", "192.168.1.7", "::1", "172.16.0.0/12"}, ""},
+		{"a prefix too long", []string{"10.0.0.0/8", "10.0.0.0/33"}, "10.0.0.0/33"},
+		{"not an address", []string{"ingress.local"}, "ingress.local"},
+		{"a short address", []string{"10.0.0/8"}, "10.0.0/8"},
+		{"a zone", []string{"fe80::1%eth0"}, "fe80::1%eth0"},
+		{"empty", []string{""}, `""`},
+		{"a port", []string{"10.0.0.1:443"}, "10.0.0.1:443"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := api.DefaultConfig()
+			cfg.TrustedProxies = tt.proxies
+			errs := map[string]error{"Validate": cfg.Validate()}
+			_, errs["New"] = api.New(cfg, api.DefaultAuthConfig(), api.Deps{})
+			for op, err := range errs {
+				switch {
+				case tt.bad == "" && err != nil:
+					t.Fatalf("%s: unexpected error: %v", op, err)
+				case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), "server.trusted_proxies: ") || !strings.Contains(err.Error(), tt.bad)):
+					t.Fatalf("%s: error %v, want one naming server.trusted_proxies and %s", op, err, tt.bad)
+				}
+			}
+		})
+	}
+}

@@ -23,6 +23,11 @@ const (
 	oidcRetryAfter = 15 * time.Second
 )
 
+// errIssuerUnavailable marks the 401 of a token that could not be checked
+// because the issuer is unreachable: it says nothing about the token, so
+// the failed-authentication limit does not count it.
+var errIssuerUnavailable = errors.New("the OIDC issuer is unavailable")
+
 // oidcVerifier checks JWTs of the configured OpenID Connect issuer against
 // its JWKS. Discovery runs on first use, not at start, so an unreachable
 // issuer never stops the api: requests then get 401 saying so, the failure is
@@ -85,8 +90,8 @@ func (v *oidcVerifier) load(ctx context.Context) (*oidc.IDTokenVerifier, error) 
 func (v *oidcVerifier) verify(ctx context.Context, raw string) (identity, error) {
 	verifier, err := v.load(ctx)
 	if err != nil {
-		return identity{}, store.Errorf(store.CodeUnauthenticated,
-			"OIDC issuer %s is unavailable, so the token cannot be checked: %v", v.cfg.IssuerURL, err)
+		return identity{}, fmt.Errorf("api: oidc: %w: %w", errIssuerUnavailable, store.Errorf(store.CodeUnauthenticated,
+			"OIDC issuer %s is unavailable, so the token cannot be checked: %v", v.cfg.IssuerURL, err))
 	}
 	tok, err := verifier.Verify(ctx, raw)
 	var expired *oidc.TokenExpiredError

@@ -214,24 +214,16 @@ func (c *rpcConn) recheck(ctx context.Context) (*store.Principal, error) {
 }
 
 // rpcAuthenticate is identify for a socket: the same tokens, the same
-// failed-authentication limit per client address.
+// failed-authentication limit (checkToken); a limited failure carries its
+// wait in data.retry_after.
 func (s *Server) rpcAuthenticate(ctx context.Context, ip, token string) (*rpcAuth, error) {
 	if s.auth.Mode == AuthLocal {
 		return &rpcAuth{token: token, principal: localPrincipal}, nil
 	}
-	now := time.Now()
-	if wait, limited := s.failures.blocked(ip, token, now); limited {
-		return nil, store.Errorf(store.CodeExhausted,
-			"too many failed authentications from %s (auth.failure_burst); retry in %ss", ip, retryAfter(wait))
-	}
-	subject, err := s.subjectOf(ctx, token)
-	if store.IsCode(err, store.CodeUnauthenticated) {
-		s.failures.failed(ip, now)
-	}
+	subject, err := s.checkToken(ctx, ip, token)
 	if err != nil {
 		return nil, err
 	}
-	s.failures.succeeded(token, now)
 	p, err := s.db.Principal(ctx, subject)
 	if err != nil {
 		return nil, err

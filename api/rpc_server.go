@@ -274,7 +274,11 @@ func (s *Server) checkRPCOrigin(c *fiber.Ctx) error {
 
 // serveRPC runs one upgraded socket until it closes.
 func (s *Server) serveRPC(ws *fws.Conn) {
-	conn := newRPCConn(s, ws.Conn, ws.IP())
+	ip, _ := ws.Locals(clientIPKey).(string) // remoteIP, set by the access log
+	if ip == "" {
+		ip = ws.IP()
+	}
+	conn := newRPCConn(s, ws.Conn, ip)
 	if !s.rpcConns.add(conn) {
 		s.rpcConns.reserved.Add(-1)
 		conn.closeNow(CloseGoingAway, "server shutting down; reconnect")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -72,8 +73,11 @@ type Server struct {
 	access *accessWatch
 	done   chan error
 	oidc   *oidcVerifier // nil unless auth.oidc.issuer_url is set
-	// failures limits failed authentications per client address.
+	// failures limits failed authentications per client address and token.
 	failures *failureLimiter
+	// proxies are server.trusted_proxies: the peers whose X-Forwarded-For
+	// names the client (remoteIP).
+	proxies []netip.Prefix
 
 	planner *tasks.Planner
 	hub     *tasks.Hub
@@ -107,8 +111,13 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		s.access = newAccessWatch(d.DB, d.Log)
 	}
 	s.failures = newFailureLimiter(auth.failureLimits())
+	proxies, err := parseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s.proxies = proxies
 	s.rpcCfg = cfg.rpc()
-	s.app = fiber.New(fiber.Config{
+	fcfg := fiber.Config{
 		AppName:               "ballet",
 		BodyLimit:             cfg.BodyLimit,
 		DisableStartupMessage: true,
@@ -117,7 +126,9 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		IdleTimeout:           120 * time.Second,
 		// A /rpc socket then keeps no request read buffer once upgraded.
 		ReduceMemoryUsage: true,
-	})
+	}
+	fiberProxyConfig(&fcfg, proxies)
+	s.app = fiber.New(fcfg)
 	if err := s.useHTTPMetrics(d.Registry); err != nil {
 		return nil, err
 	}
