@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,11 +114,15 @@ func TestServeMetricsAddUp(t *testing.T) {
 	before := p.scrape(t, "")
 	for _, want := range []string{`ballet_planner_compactions_total{outcome="ok"} 0`, `ballet_planner_compactions_total{outcome="failed"} 0`,
 		`ballet_planner_turns_total{outcome="completed"} 0`, `ballet_llm_refusals_total{reason="budget"} 0`,
-		`ballet_planner_turn_duration_seconds_bucket{le="1800"} 0`, "ballet_rpc_connections 0", "ballet_rpc_connections_limit 20000",
+		`ballet_planner_turn_duration_seconds_bucket{le="1800"} 0`, "ballet_rpc_connections 0",
 		`ballet_llm_budgets{state="exhausted"} 0`, `ballet_llm_upstream_retries_total{provider="anthropic"} 0`} {
 		if !strings.Contains(before, want) {
 			t.Errorf("metrics at start lack %s", want)
 		}
+	}
+	// server.rpc_max_connections 0: 20,000, or what the open-file limit leaves.
+	if !regexp.MustCompile(`\nballet_rpc_connections_limit [1-9][0-9]*\n`).MatchString(before) {
+		t.Errorf("metrics at start lack ballet_rpc_connections_limit")
 	}
 	checkMetricsText(t, before)
 
