@@ -129,6 +129,24 @@ type AuthConfig struct {
 	// FailuresPerMinute is how fast an address or a token earns failed
 	// attempts back.
 	FailuresPerMinute int `toml:"failures_per_minute"`
+	// TokenMaxTTL is the longest lifetime of an API token made through the
+	// api (POST /tokens), and the lifetime of one made without a ttl; one
+	// made by a caller signed in with an OIDC JWT ends with that JWT.
+	TokenMaxTTL time.Duration `toml:"token_max_ttl"`
+}
+
+// Bounds of auth.token_max_ttl.
+const (
+	defaultTokenMaxTTL = 90 * 24 * time.Hour
+	maxTokenMaxTTL     = 366 * 24 * time.Hour
+)
+
+// tokenMaxTTL is auth.token_max_ttl, the default standing in for zero.
+func (c AuthConfig) tokenMaxTTL() time.Duration {
+	if c.TokenMaxTTL == 0 {
+		return defaultTokenMaxTTL
+	}
+	return c.TokenMaxTTL
 }
 
 // Defaults of the failed-authentication limit.
@@ -160,7 +178,8 @@ type OIDCConfig struct {
 
 // DefaultAuthConfig returns the built-in auth defaults.
 func DefaultAuthConfig() AuthConfig {
-	return AuthConfig{Mode: AuthToken, FailureBurst: defaultFailureBurst, FailuresPerMinute: defaultFailuresPerMinute}
+	return AuthConfig{Mode: AuthToken, FailureBurst: defaultFailureBurst, FailuresPerMinute: defaultFailuresPerMinute,
+		TokenMaxTTL: defaultTokenMaxTTL}
 }
 
 // Validate reports the first invalid key of the section. listen is
@@ -178,6 +197,9 @@ func (c AuthConfig) Validate(listen string) error {
 	}
 	if c.FailureBurst < 0 {
 		return fmt.Errorf("auth.failure_burst: must be at least 1 (0 takes the default %d), got %d", defaultFailureBurst, c.FailureBurst)
+	}
+	if c.TokenMaxTTL < 0 || c.TokenMaxTTL > maxTokenMaxTTL || (c.TokenMaxTTL != 0 && c.TokenMaxTTL < time.Minute) {
+		return fmt.Errorf("auth.token_max_ttl: must be 1m-%s (0 takes the default %s), got %s", maxTokenMaxTTL, defaultTokenMaxTTL, c.TokenMaxTTL)
 	}
 	if c.FailuresPerMinute < 0 {
 		return fmt.Errorf("auth.failures_per_minute: must be at least 1 (0 takes the default %d), got %d", defaultFailuresPerMinute, c.FailuresPerMinute)

@@ -174,10 +174,15 @@ func TestOIDCTokens(t *testing.T) {
 		t.Fatalf("newcomer sees %s", r.Raw)
 	}
 	// Alice acts as herself: a token she creates is hers.
-	r := e.do("POST", "/api/v1/tokens", "valid", map[string]any{"name": "cli"}).expect(t, 201)
+	r := e.do("POST", "/api/v1/tokens", "valid", map[string]any{"name": "cli", "ttl": "720h"}).expect(t, 201)
 	var owner string
-	if err := e.db.Pool().QueryRow(ctx, `SELECT subject FROM api_tokens WHERE id = $1`, r.Body["id"]).Scan(&owner); err != nil || owner != alice {
+	var expires time.Time
+	if err := e.db.Pool().QueryRow(ctx, `SELECT subject, expires_at FROM api_tokens WHERE id = $1`, r.Body["id"]).Scan(&owner, &expires); err != nil || owner != alice {
 		t.Fatalf("token owner %q, %v", owner, err)
+	}
+	// It ends with the JWT she signed in with (an hour), not 30 days on.
+	if expires.After(time.Now().Add(time.Hour + time.Minute)) {
+		t.Fatalf("a token minted with a JWT that expires within the hour expires at %s", expires)
 	}
 }
 

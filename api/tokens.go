@@ -1,9 +1,12 @@
 package api
 
 import (
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/balletplanner/ballet/store"
 )
 
 func (s *Server) registerTokens(r fiber.Router) {
@@ -14,23 +17,38 @@ func (s *Server) registerTokens(r fiber.Router) {
 
 type createTokenRequest struct {
 	Name string `json:"name"`
-	// TTL is a Go duration such as "720h"; empty means no expiry.
+	// TTL is a Go duration such as "720h"; empty is auth.token_max_ttl.
 	TTL string `json:"ttl"`
 }
 
-// createToken makes an API token for the caller.
+// createToken makes an API token for the caller. It lives at most
+// auth.token_max_ttl, and never beyond the JWT the caller signed in with:
+// a short-lived sign-in cannot mint a long-lived credential.
 func (s *Server) createToken(c *fiber.Ctx) error {
 	var req createTokenRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	var ttl time.Duration
+	maxTTL := s.auth.tokenMaxTTL()
+	ttl := maxTTL
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 {
-			return fiber.NewError(fiber.StatusBadRequest, "ttl: must be a positive duration such as \"720h\"")
+			return store.Errorf(store.CodeInvalid, "ttl: must be a positive duration such as \"720h\", got %q", req.TTL)
+		}
+		if d > maxTTL {
+			return store.Errorf(store.CodeInvalid, "ttl: at most %s (auth.token_max_ttl), got %s", maxTTL, d)
 		}
 		ttl = d
+	}
+	if raw, ok := bearer(c.Get(fiber.HeaderAuthorization)); ok && !strings.HasPrefix(raw, store.TokenPrefix) {
+		if exp := jwtExpiry(raw); exp != nil {
+			left := time.Until(*exp).Truncate(time.Second)
+			if left < time.Second {
+				return store.Errorf(store.CodeUnauthenticated, "the token you signed in with has expired")
+			}
+			ttl = min(ttl, left)
+		}
 	}
 	secret, tok, err := s.db.CreateAPIToken(c.UserContext(), principal(c).Subject, req.Name, ttl)
 	if err != nil {
