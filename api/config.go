@@ -38,6 +38,17 @@ type Config struct {
 	// 20,000 or what the process's open-file limit leaves room for, the
 	// lower (CheckFileLimit).
 	RPCMaxConnections int `toml:"rpc_max_connections"`
+	// RPCMaxUnauthenticated caps the /rpc sockets that have not sent a
+	// valid auth yet; 0 is a twentieth of rpc_max_connections (at least 64).
+	RPCMaxUnauthenticated int `toml:"rpc_max_unauthenticated"`
+	// RPCMaxUnauthenticatedPerAddress caps those of one client address; 0
+	// is a tenth of rpc_max_unauthenticated (at least 16).
+	RPCMaxUnauthenticatedPerAddress int `toml:"rpc_max_unauthenticated_per_address"`
+	// RPCMaxConnectionsPerOrganization is one organization's share of the
+	// authenticated sockets, enforced while less than a quarter of
+	// rpc_max_connections is free; 0 is half of rpc_max_connections (all
+	// of it, up to 100).
+	RPCMaxConnectionsPerOrganization int `toml:"rpc_max_connections_per_organization"`
 	// RPCHeartbeat is the $/heartbeat interval; a client silent for three
 	// of them is closed with 4000.
 	RPCHeartbeat time.Duration `toml:"rpc_heartbeat"`

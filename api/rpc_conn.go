@@ -47,6 +47,9 @@ type rpcConn struct {
 
 	mu   sync.Mutex
 	auth *rpcAuth // nil until auth succeeds
+	// share is the organization share the socket counts against once it
+	// authenticated (rpcShares); "" before.
+	share string
 	// watches are the connection's planner.watch subscriptions by name
 	// (nil while one starts).
 	watches map[string]*tasks.Watch

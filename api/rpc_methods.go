@@ -189,6 +189,9 @@ func (c *rpcConn) authenticate(ctx context.Context, method, token string) (any, 
 	if cur != nil && cur.principal.Subject != a.principal.Subject {
 		return nil, store.Errorf(store.CodeForbidden, "auth.refresh must keep the subject %q; the token is another subject's", cur.principal.Subject)
 	}
+	if err := c.takeShare(a.principal); err != nil {
+		return nil, err
+	}
 	c.setAuth(a)
 	res := authResult{Subject: a.principal.Subject}
 	if a.expiresAt != nil {

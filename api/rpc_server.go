@@ -64,6 +64,9 @@ func (c Config) validateRPC() error {
 		key string
 		v   int
 	}{{"server.rpc_max_connections", c.RPCMaxConnections}, {"server.rpc_max_frame_bytes", c.RPCMaxFrameBytes},
+		{"server.rpc_max_unauthenticated", c.RPCMaxUnauthenticated},
+		{"server.rpc_max_unauthenticated_per_address", c.RPCMaxUnauthenticatedPerAddress},
+		{"server.rpc_max_connections_per_organization", c.RPCMaxConnectionsPerOrganization},
 		{"server.rpc_max_inflight", c.RPCMaxInflight}, {"server.rpc_requests_per_second", c.RPCRequestsPerSecond},
 		{"server.rpc_request_burst", c.RPCRequestBurst}} {
 		if k.v < 0 {
@@ -91,15 +94,17 @@ func (c Config) validateRPC() error {
 // rpcSettings are the effective server.rpc_* values, defaults standing in
 // for zero (a Config built in code that leaves them out).
 type rpcSettings struct {
-	origins          []string
-	maxConns         int
-	heartbeat        time.Duration
-	authTimeout      time.Duration
-	writeTimeout     time.Duration
-	maxFrame         int
-	maxInflight      int
-	perSecond, burst int
-	recheck          time.Duration
+	origins  []string
+	maxConns int
+	// shares of the pool (rpcShares)
+	maxUnauth, maxUnauthPerAddr, maxPerOrg int
+	heartbeat                              time.Duration
+	authTimeout                            time.Duration
+	writeTimeout                           time.Duration
+	maxFrame                               int
+	maxInflight                            int
+	perSecond, burst                       int
+	recheck                                time.Duration
 }
 
 func (c Config) rpc() rpcSettings {
@@ -115,7 +120,11 @@ func (c Config) rpc() rpcSettings {
 		}
 		return v
 	}
-	return rpcSettings{origins: c.RPCAllowedOrigins, maxConns: or(c.RPCMaxConnections, defaultRPCMaxConnections),
+	total := or(c.RPCMaxConnections, defaultRPCMaxConnections)
+	unauth := or(c.RPCMaxUnauthenticated, max(64, total/20))
+	return rpcSettings{origins: c.RPCAllowedOrigins, maxConns: total,
+		maxUnauth: unauth, maxUnauthPerAddr: or(c.RPCMaxUnauthenticatedPerAddress, max(16, unauth/10)),
+		maxPerOrg: or(c.RPCMaxConnectionsPerOrganization, max(total/2, min(total, 100))),
 		heartbeat: ord(c.RPCHeartbeat, defaultRPCHeartbeat), authTimeout: ord(c.RPCAuthTimeout, defaultRPCAuthTimeout),
 		writeTimeout: ord(c.RPCWriteTimeout, defaultRPCWriteTimeout),
 		maxFrame:     or(c.RPCMaxFrameBytes, defaultRPCMaxFrameBytes), maxInflight: or(c.RPCMaxInflight, defaultRPCMaxInflight),
@@ -223,8 +232,15 @@ func (s *Server) rpcAdmit(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(errorBody{Error: store.CodeUnavailable,
 			Message: fmt.Sprintf("this server holds its limit of %d realtime connections (server.rpc_max_connections); retry later or on another replica", limit)})
 	}
+	ip := s.remote(c)
+	if err := s.shares.admit(ip); err != nil {
+		s.rpcConns.reserved.Add(-1)
+		c.Set(fiber.HeaderRetryAfter, fmt.Sprint(rpcRetryAfterShort))
+		return c.Status(fiber.StatusServiceUnavailable).JSON(errorBody{Error: store.CodeUnavailable, Message: err.Error() + "; retry later"})
+	}
 	if err := c.Next(); err != nil {
 		s.rpcConns.reserved.Add(-1)
+		s.shares.release(ip, "")
 		return err
 	}
 	return nil
@@ -279,6 +295,7 @@ func (s *Server) serveRPC(ws *fws.Conn) {
 		ip = ws.IP()
 	}
 	conn := newRPCConn(s, ws.Conn, ip)
+	defer func() { s.shares.release(ip, conn.shareKey()) }()
 	if !s.rpcConns.add(conn) {
 		s.rpcConns.reserved.Add(-1)
 		conn.closeNow(CloseGoingAway, "server shutting down; reconnect")

@@ -71,6 +71,8 @@ type Server struct {
 	acceptStalls atomic.Int64
 	// access wakes a subject's stream rechecks when its access shrinks.
 	access *accessWatch
+	// shares keeps the /rpc pool from being one address's or tenant's.
+	shares *rpcShares
 	done   chan error
 	oidc   *oidcVerifier // nil unless auth.oidc.issuer_url is set
 	// failures limits failed authentications per client address and token.
@@ -117,6 +119,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	}
 	s.proxies = proxies
 	s.rpcCfg = cfg.rpc()
+	s.shares = newRPCShares(s.rpcCfg)
 	fcfg := fiber.Config{
 		AppName:               "ballet",
 		BodyLimit:             cfg.BodyLimit,
