@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
@@ -17,8 +18,12 @@ import (
 // MonitoringPath is where the asynq dashboard is mounted.
 const MonitoringPath = "/monitoring"
 
-// tokenCookie carries an API token for browser pages such as the dashboard.
+// tokenCookie carries an API token for browser pages such as the dashboard:
+// one made for the browser's session, never the token the user gave.
 const tokenCookie = "ballet_token"
+
+// dashboardSession is the longest life of the dashboard's cookie token.
+const dashboardSession = 12 * time.Hour
 
 // monitoringAssets are the dashboard's static files at its root: code and
 // icons of the asynqmon build, the same for everyone, served without a
@@ -69,8 +74,24 @@ func (s *Server) authenticateBrowser(c *fiber.Ctx) error {
 		if err := s.identify(c); err != nil {
 			return err
 		}
-		c.Cookie(&fiber.Cookie{Name: tokenCookie, Value: t, Path: MonitoringPath, HTTPOnly: true,
-			SameSite: "Strict", Secure: c.Protocol() == "https"})
+		// The cookie holds a token of its own, never the one given: it
+		// lives dashboardSession at most, and no longer than the token
+		// given when that is a JWT.
+		ttl := dashboardSession
+		if exp := jwtExpiry(t); exp != nil {
+			ttl = min(ttl, time.Until(*exp).Truncate(time.Second))
+		}
+		if ttl < time.Second {
+			return store.Errorf(store.CodeUnauthenticated, "the token has expired")
+		}
+		session, _, err := s.db.CreateAPIToken(c.UserContext(), principal(c).Subject, "dashboard session", ttl)
+		if err != nil {
+			return err
+		}
+		// Secure over https, also behind a TLS-terminating proxy named in
+		// server.trusted_proxies (its X-Forwarded-Proto is believed).
+		c.Cookie(&fiber.Cookie{Name: tokenCookie, Value: session, Path: MonitoringPath, HTTPOnly: true,
+			SameSite: "Strict", Secure: c.Protocol() == "https", MaxAge: int(ttl / time.Second)})
 		q, err := url.ParseQuery(string(c.Request().URI().QueryString()))
 		if err != nil {
 			return store.Errorf(store.CodeInvalid, "query: %v", err)

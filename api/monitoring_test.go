@@ -81,8 +81,19 @@ func TestMonitoringSignIn(t *testing.T) {
 			if tt.cookie != strings.Contains(set, "ballet_token=") {
 				t.Errorf("Set-Cookie %q, want a cookie: %v", set, tt.cookie)
 			}
-			if tt.cookie && (!strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict")) {
-				t.Errorf("Set-Cookie %q, want HttpOnly and SameSite=Strict", set)
+			if tt.cookie && (!strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") || !strings.Contains(set, "max-age=43200")) {
+				t.Errorf("Set-Cookie %q, want HttpOnly, SameSite=Strict and a 12 h max-age", set)
+			}
+			if tt.cookie {
+				// The cookie is a session token of its own, not the one given,
+				// and it opens the dashboard.
+				value, _, _ := strings.Cut(strings.TrimPrefix(set, "ballet_token="), ";")
+				if value == e.tokens["platform"] || !strings.HasPrefix(value, "blt_") {
+					t.Fatalf("the cookie holds %q, want a token of its own", value)
+				}
+				if res, body := browserGet(t, e, "/monitoring/", "ballet_token="+value); res.StatusCode != 200 {
+					t.Fatalf("the cookie's token: %d %s", res.StatusCode, body)
+				}
 			}
 		})
 	}
