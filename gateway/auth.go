@@ -212,13 +212,14 @@ func (s *Server) checkUpstream(ctx context.Context, sc *scope, cred upstreamCred
 	return nil
 }
 
-// reserve takes amount tokens and a request against the scope's limits; a
-// refusal names the limit (429, or 403 for a spent budget).
-func (s *Server) reserve(ctx context.Context, sc *scope, amount int64) (*reservation, *refusal) {
+// reserve takes amount tokens and a request against the scope's limits, of
+// which fit must fit in what remains of a token budget; a refusal names the
+// limit (429, or 403 for a spent budget).
+func (s *Server) reserve(ctx context.Context, sc *scope, amount, fit int64) (*reservation, *refusal) {
 	if sc.Limits.Unlimited() {
 		return nil, nil // nothing to reserve, nothing to settle
 	}
-	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, amount)
+	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, amount, fit)
 	if err == nil {
 		return res, nil
 	}

@@ -71,20 +71,18 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		fail(ref)
 		return
 	}
-	var head struct {
-		Model    string          `json:"model"`
-		Messages json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		fail(refuse(http.StatusBadRequest, llm.ErrInvalidRequest, "body: "+err.Error()))
+	// Read as strictly as a Messages call: the model picks the credential
+	// and the upstream gets raw as it is.
+	head, err := readRequestHead(raw)
+	if err != nil {
+		fail(refuse(http.StatusBadRequest, llm.ErrInvalidRequest, err.Error()))
 		return
 	}
 	if err := validateModel(head.Model); err != nil {
 		fail(refuse(http.StatusBadRequest, llm.ErrInvalidRequest, err.Error()))
 		return
 	}
-	var msgs []json.RawMessage
-	if json.Unmarshal(head.Messages, &msgs) != nil || head.Messages == nil || string(head.Messages) == "null" {
+	if !head.Messages {
 		fail(refuse(http.StatusBadRequest, llm.ErrInvalidRequest, "messages: field required (an array)"))
 		return
 	}

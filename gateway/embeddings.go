@@ -166,7 +166,9 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	estimate := int64(estimateTokens(size))
-	res, ref := s.reserve(ctx, sc, estimate)
+	// The estimate is no bound: the call is let in while anything of a
+	// budget remains, and settles on its usage.
+	res, ref := s.reserve(ctx, sc, estimate, 0)
 	if ref != nil {
 		openaiForm.write(w, ref)
 		if ref.status != http.StatusServiceUnavailable {

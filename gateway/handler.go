@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -15,13 +14,6 @@ import (
 
 // statusClientClosed is recorded when the caller went away mid-call.
 const statusClientClosed = 499
-
-// requestHead is what the gateway reads of a request body itself.
-type requestHead struct {
-	Model     string `json:"model"`
-	MaxTokens int    `json:"max_tokens"`
-	Stream    bool   `json:"stream"`
-}
 
 // messageCall is one admitted POST /v1/messages: who calls, for which
 // scope, with which reservation, and the call on its way upstream.
@@ -73,13 +65,12 @@ func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCa
 		anthropicForm.write(w, ref)
 		return nil
 	}
-	head, ok := decodeRequestHead(raw)
-	if !ok { // encoding/json's verdict and error text, as callers have had them
-		head = requestHead{}
-		if err := json.Unmarshal(raw, &head); err != nil {
-			writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, "body: "+err.Error())
-			return nil
-		}
+	// Read strictly, so that the upstream, which gets raw as it is, reads
+	// the model, max_tokens and stream the call is admitted on.
+	head, err := readRequestHead(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, err.Error())
+		return nil
 	}
 	if err := validateModel(head.Model); err != nil {
 		writeError(w, http.StatusBadRequest, llm.ErrInvalidRequest, err.Error())
@@ -104,7 +95,11 @@ func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCa
 		s.metrics.observe(sc.OrganizationKey, sc.ProjectKey, head.Model, ref.status, llm.Usage{})
 		return nil
 	}
-	res, ref := s.reserve(ctx, sc, int64(estimateTokens(len(raw))+head.MaxTokens))
+	// The reservation covers all the call may use: its input, bounded by
+	// the body's size, must fit in what remains of a budget; its output,
+	// max_tokens at most, may pass it. The call settles on its usage.
+	input := inputTokenBound(len(raw))
+	res, ref := s.reserve(ctx, sc, input+head.MaxTokens, input)
 	if ref != nil {
 		anthropicForm.write(w, ref)
 		if ref.status != http.StatusServiceUnavailable {
@@ -113,7 +108,7 @@ func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCa
 		return nil
 	}
 	return &messageCall{
-		call: call{raw: raw, header: r.Header, model: head.Model, stream: head.Stream,
+		call: call{raw: raw, header: r.Header, model: head.Model, stream: head.Stream, maxTokens: head.MaxTokens,
 			provider: cred.provider, baseURL: cred.baseURL, apiKey: cred.apiKey},
 		p: p, sc: sc, res: res, reqID: requestID(w), start: start,
 	}

@@ -13,15 +13,19 @@ import (
 )
 
 // reserveScript checks and takes a reservation in one step, so replicas
-// never race: a token budget is refused once spent (403), requests per minute
-// once the count would pass the limit, tokens per minute once the minute's
-// tokens reach the limit (429). A call is let in while anything of a token
-// limit remains, so a limit is overspent by at most one reservation.
+// never race: requests per minute are refused once the count would pass
+// the limit, tokens per minute once the minute's tokens reach the limit
+// (429), and a token budget (403) once what its calls used and hold
+// reserved leaves no room for the part of the reservation that must fit
+// (ARGV[7], a call's input; the rest is its max_tokens). A reservation
+// covers all a call may use, so the calls running at once pass a budget by
+// at most one call's max_tokens, and a per-minute limit by at most one
+// reservation.
 var reserveScript = redis.NewScript(`
-local rpm, tpm, budget, amount = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local rpm, tpm, budget, amount, fit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
 if budget >= 0 then
   local used = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if used >= budget then return {3, used} end
+  if used >= budget or used + fit > budget then return {3, used} end
 end
 if rpm >= 0 then
   local n = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -38,7 +42,9 @@ return {0, 0}
 `)
 
 // settleScript replaces a reservation by what the call used, on the windows
-// it was taken in (a window that has ended is left alone).
+// it was taken in (a window that has ended is left alone). Usage beyond the
+// reservation (an upstream that reports more than it may) is charged in
+// full: the calls after it find the budget spent.
 var settleScript = redis.NewScript(`
 for _, key in ipairs(KEYS) do
   if redis.call('EXISTS', key) == 1 then redis.call('INCRBY', key, ARGV[1]) end
@@ -69,8 +75,10 @@ type limitError struct {
 func (e *limitError) Error() string { return e.message }
 
 // reserve takes amount tokens and one request against the limits of the
-// scope, or returns a *limitError naming the limit and when it resets.
-func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim store.Limits, amount int64) (*reservation, error) {
+// scope, or returns a *limitError naming the limit and when it resets. Of
+// amount, fit must fit in what remains of a token budget (a call's input);
+// the rest (its max_tokens) may pass it.
+func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim store.Limits, amount, fit int64) (*reservation, error) {
 	if lim.Unlimited() {
 		return &reservation{}, nil
 	}
@@ -96,7 +104,7 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 	minuteTTL := (2 * time.Minute).Milliseconds()
 	budgetTTL := budgetCounterTTL(now, lim.BudgetPeriod).Milliseconds()
 	res, err := reserveScript.Run(ctx, l.rdb, keys,
-		limit(lim.RequestsPerMinute), limit(lim.TokensPerMinute), limit(lim.TokenBudget), amount, minuteTTL, budgetTTL).Int64Slice()
+		limit(lim.RequestsPerMinute), limit(lim.TokensPerMinute), limit(lim.TokenBudget), amount, minuteTTL, budgetTTL, fit).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
@@ -110,9 +118,13 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 			message: fmt.Sprintf("rate limit exceeded: %s allows %d tokens per minute and has used %d; resets at %s",
 				scopeName, *lim.TokensPerMinute, res[1], nextMinute.Format(time.RFC3339))}
 	case 3:
+		room := ""
+		if res[1] < *lim.TokenBudget {
+			room = fmt.Sprintf(", too few for a call whose input may take %d", fit)
+		}
 		return nil, &limitError{status: http.StatusForbidden, retryAfter: periodEnd.Sub(now),
-			message: fmt.Sprintf("token budget spent: %s has used %d of its %d tokens this %s; resets at %s",
-				scopeName, res[1], *lim.TokenBudget, lim.BudgetPeriod, periodEnd.Format(time.RFC3339))}
+			message: fmt.Sprintf("token budget spent: %s has used %d of its %d tokens this %s%s; resets at %s",
+				scopeName, res[1], *lim.TokenBudget, lim.BudgetPeriod, room, periodEnd.Format(time.RFC3339))}
 	}
 	r := &reservation{amount: amount}
 	if lim.TokensPerMinute != nil {
@@ -134,6 +146,13 @@ func (l *limiter) settle(ctx context.Context, r *reservation, used int64) error 
 	}
 	return nil
 }
+
+// inputTokenBound is the most input tokens a Messages body of n bytes may
+// cost: a token is at least one byte of the text the model reads, and the
+// body holds that text and more (names, quotes, escapes). What the body
+// only points to (a file or an image by reference, a server tool's
+// results) is beyond it: such usage is charged when the call settles.
+func inputTokenBound(n int) int64 { return int64(n) }
 
 // budgetPeriod returns the UTC bounds of the day, ISO week or month of t.
 func budgetPeriod(t time.Time, period string) (time.Time, time.Time) {

@@ -15,18 +15,20 @@ import (
 func int64p(v int64) *int64 { return &v }
 
 // TestBudgetUnderConcurrency sends 200 calls at once against a budget that
-// allows 50: at most one reservation is overspent, and the rest are refused
-// with 403 naming the budget.
+// allows 50: the budget is passed by at most one call's max_tokens, and the
+// rest are refused with 403 naming the budget.
 func TestBudgetUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	body, _ := json.Marshal(hello(false))
-	// Each call reserves its estimate plus max_tokens and uses exactly that.
-	perCall := int64(estimateTokens(len(body)) + hello(false).MaxTokens)
+	// Each call reserves the most it may use (an input token per byte of
+	// its body, and max_tokens) and uses exactly that.
+	input := inputTokenBound(len(body))
+	perCall := input + int64(hello(false).MaxTokens)
 	script := `
 loop: true
 answers:
   - content: [{text: "ok"}]
-    usage: {input_tokens: ` + jsonInt(int64(estimateTokens(len(body)))) + `, output_tokens: 100}
+    usage: {input_tokens: ` + jsonInt(input) + `, output_tokens: 100}
 `
 	e := newEnv(t, fakellm.MustParse(script))
 	budget := 50 * perCall
@@ -66,8 +68,8 @@ answers:
 	for _, u := range e.usageRows(t, statuses[200]) {
 		spent += u.InputTokens + u.OutputTokens
 	}
-	if spent > budget+perCall {
-		t.Fatalf("spent %d tokens, budget %d + one reservation %d", spent, budget, perCall)
+	if spent > budget+int64(hello(false).MaxTokens) {
+		t.Fatalf("spent %d tokens, over the budget %d + one call's max_tokens %d", spent, budget, hello(false).MaxTokens)
 	}
 	// Redis holds what was used, not what was reserved.
 	used := e.rdb.Get(context.Background(), budgetKey(e, "day")).Val()

@@ -115,61 +115,6 @@ func FuzzDecodeMeterEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { checkDecodeAgrees(t, data) })
 }
 
-// TestDecodeRequestHeadAgreesWithEncodingJSON: the model, max_tokens and
-// stream the library decode reads are encoding/json's, and it fails where
-// encoding/json fails.
-func TestDecodeRequestHeadAgreesWithEncodingJSON(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		body string
-		ok   bool // encoding/json decodes it
-	}{
-		{`{"model":"claude-x","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello \"you\" \u00e9"}]}`, true},
-		{` {"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"system":"s","max_tokens":5,"model":"claude-x","stream":false,"tools":[{"name":"t","input_schema":{"type":"object"}}],"temperature":0.5,"metadata":null} `, true},
-		{`{"model":"claude-x","max_tokens":1}`, true},
-		{`{}`, true},
-		{`{"Model":"claude-x","max_tokens":1}`, true},
-		{`{"model":"claude-x","MAX_TOKENS":1}`, true},
-		{`{"model":"a","model":"b","max_tokens":1}`, true},
-		{`{"model":"claude-\u0078","max_tokens":1}`, true},
-		{`{"model":null,"max_tokens":1}`, true},
-		{`{"model":"x","max_tokens":1.5}`, false},
-		{`{"model":"x","max_tokens":"1"}`, false},
-		{`{"model":"x","max_tokens":1,"stream":null}`, true},
-		{`{"model":"x","max_tokens":1,"stream":"true"}`, false},
-		{`{"model":"x","max_tokens":1`, false},
-		{`{"model":"x","max_tokens":1}}`, false},
-		{`[]`, false},
-		{``, false},
-	} {
-		checkHeadAgrees(t, []byte(tt.body), &tt.ok)
-	}
-}
-
-// checkHeadAgrees fails t unless decodeRequestHead decodes body exactly
-// when encoding/json does, into encoding/json's answers (and, unless
-// want is nil, when *want).
-func checkHeadAgrees(t *testing.T, body []byte, want *bool) {
-	t.Helper()
-	got, ok := decodeRequestHead(body)
-	var slow requestHead
-	err := json.Unmarshal(body, &slow)
-	switch {
-	case ok != (err == nil):
-		t.Errorf("%q: decoded %v, encoding/json: %v", body, ok, err)
-	case ok && got != slow:
-		t.Errorf("%q: decoded %+v, encoding/json %+v", body, got, slow)
-	case want != nil && ok != *want:
-		t.Errorf("%q: decoded %v, want %v", body, ok, *want)
-	}
-}
-
-func FuzzDecodeRequestHead(f *testing.F) {
-	f.Add([]byte(`{"model":"claude-x","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`))
-	f.Add([]byte(`{"Model":"a","max_tokens":1e3,"stream":null}`))
-	f.Fuzz(func(t *testing.T, body []byte) { checkHeadAgrees(t, body, nil) })
-}
-
 // BenchmarkMeterRaw is the meter's read of a stream's message_start and
 // message_delta, as the relay reads them.
 func BenchmarkMeterRaw(b *testing.B) {

@@ -45,8 +45,8 @@ func TestRefusalsCounted(t *testing.T) {
 	}{
 		{"no token", nil, 0, false, http.StatusUnauthorized, "unauthenticated"},
 		{"rate limit", &store.Limits{RequestsPerMinute: int64p(1)}, 1, true, http.StatusTooManyRequests, "rate_limit"},
-		// The first call may overspend a budget by its one reservation.
-		{"budget", &store.Limits{TokenBudget: int64p(1), BudgetPeriod: store.BudgetDay}, 1, true, http.StatusForbidden, "budget"},
+		// A call whose input may not fit in what remains of a budget is refused.
+		{"budget", &store.Limits{TokenBudget: int64p(1), BudgetPeriod: store.BudgetDay}, 0, true, http.StatusForbidden, "budget"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/balletplanner/ballet/gateway/internal/sse"
 	"github.com/balletplanner/ballet/gateway/llm"
 )
@@ -151,10 +153,18 @@ func toOpenAI(r *llm.MessageRequest) (*oaRequest, error) {
 	return out, nil
 }
 
+// prepare translates the body the gateway checked. It decodes it as
+// strictly as readRequestHead read it (names exact, none twice, valid
+// UTF-8), and only if it reads the model, max_tokens and stream the call
+// was admitted on: the upstream gets a translation of what was checked.
 func (openaiProvider) prepare(c *call) error {
 	var r llm.MessageRequest
-	if err := json.Unmarshal(c.raw, &r); err != nil {
+	if err := jsonv2.Unmarshal(c.raw, &r); err != nil {
 		return &gatewayError{http.StatusBadRequest, llm.ErrInvalidRequest, fmt.Errorf("body: %w", err)}
+	}
+	if r.Model != c.model || int64(r.MaxTokens) != c.maxTokens || r.Stream != c.stream {
+		return fmt.Errorf("openai: translate: the body reads model %q, max_tokens %d, stream %v, not the %q, %d, %v admitted",
+			r.Model, r.MaxTokens, r.Stream, c.model, c.maxTokens, c.stream)
 	}
 	or, err := toOpenAI(&r)
 	if err != nil {

@@ -25,6 +25,7 @@ type call struct {
 	header    http.Header
 	model     string
 	stream    bool
+	maxTokens int64 // the max_tokens read and admitted (Messages calls)
 	provider  string
 	baseURL   string
 	apiKey    string
