@@ -89,7 +89,7 @@ func (s *Server) authorize(r *http.Request) (llm.Principal, *refusal) {
 		return llm.Principal{}, refuse(http.StatusUnauthorized, llm.ErrAuthentication,
 			"missing gateway token: send it as Authorization: Bearer <token> or x-api-key")
 	}
-	p, err := s.tokens.verify(s.signingKey, token)
+	p, err := s.tokens.verify(s.keyring, token)
 	if err != nil {
 		return llm.Principal{}, refuse(http.StatusUnauthorized, llm.ErrAuthentication, err.Error())
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/balletplanner/ballet/gateway/llm"
 )
 
 // Config is the [gateway] section of the configuration.
@@ -26,8 +28,14 @@ type Config struct {
 	// FakeAddr is where that fake upstream listens (loopback, a free port by
 	// default).
 	FakeAddr string `toml:"fake_addr"`
-	// SigningKey signs and verifies gateway tokens (HMAC-SHA256).
+	// SigningKey signs and verifies gateway tokens (HMAC-SHA256); at least
+	// 32 bytes.
 	SigningKey string `toml:"signing_key" secret:"true"`
+	// PreviousSigningKeys are keys whose tokens are still accepted while a
+	// rotation runs: set the new signing_key, list the old one here until
+	// its tokens have expired (gateway.token_ttl, at most a day), then drop
+	// it, which revokes every token it signed.
+	PreviousSigningKeys []string `toml:"previous_signing_keys" secret:"true"`
 	// CredentialsKey is the base64 AES-256 key sealing provider credentials.
 	CredentialsKey string `toml:"credentials_key" secret:"true"`
 	// CredentialsKeyFile holds the base64 key instead of CredentialsKey.
@@ -145,6 +153,17 @@ func (c Config) Validate() error {
 		if err := RefusePlaceholder(k[0], k[1]); err != nil {
 			return err
 		}
+	}
+	if c.SigningKey != "" && len(c.SigningKey) < llm.MinKeyBytes {
+		return fmt.Errorf("gateway.signing_key: must be at least %d bytes, got %d (make one with: openssl rand -base64 32)", llm.MinKeyBytes, len(c.SigningKey))
+	}
+	for i, k := range c.PreviousSigningKeys {
+		if len(k) < llm.MinKeyBytes {
+			return fmt.Errorf("gateway.previous_signing_keys[%d]: must be at least %d bytes, got %d", i, llm.MinKeyBytes, len(k))
+		}
+	}
+	if c.TokenTTL > llm.MaxTokenTTL {
+		return fmt.Errorf("gateway.token_ttl: at most %s, got %s", llm.MaxTokenTTL, c.TokenTTL)
 	}
 	if c.CredentialsKey != "" && c.CredentialsKeyFile != "" {
 		return errors.New("gateway.credentials_key: set either credentials_key or credentials_key_file, not both")

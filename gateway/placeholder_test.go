@@ -58,7 +58,7 @@ func TestConfigAcceptsRealKeys(t *testing.T) {
 		{"random credentials key", func(c *Config) { c.CredentialsKey = key }},
 		{"both", func(c *Config) { c.SigningKey, c.CredentialsKey = key, key }},
 		{"hex signing key", func(c *Config) { c.SigningKey = "0123456789abcdef0123456789abcdef" }},
-		{"words that only contain a placeholder", func(c *Config) { c.SigningKey = "my-secret-signing-key-for-tests" }},
+		{"words that only contain a placeholder", func(c *Config) { c.SigningKey = "my-secret-signing-key-for-the-tests" }},
 		{"unset", func(c *Config) { c.SigningKey, c.CredentialsKey = "", "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

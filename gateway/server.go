@@ -38,6 +38,7 @@ type Server struct {
 	cfg        Config
 	log        *slog.Logger
 	signingKey []byte
+	keyring    llm.Keyring // signingKey, then gateway.previous_signing_keys
 	tokens     tokenCache
 	http       *http.Client
 	providers  map[string]provider
@@ -98,7 +99,7 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{
-		cfg: cfg, log: log.With(slog.String("component", "gateway")), signingKey: []byte(cfg.SigningKey),
+		cfg: cfg, log: log.With(slog.String("component", "gateway")), signingKey: []byte(cfg.SigningKey), keyring: keyring(cfg),
 		http:      newHTTPClient(cfg),
 		providers: map[string]provider{store.ProviderAnthropic: anthropicProvider{}, store.ProviderOpenAI: openaiProvider{}},
 		limiter:   &limiter{rdb: rdb, prefix: cfg.RedisPrefix, now: time.Now},
@@ -198,6 +199,15 @@ func (s *Server) Flush(ctx context.Context) error {
 		return fmt.Errorf("gateway: flush usage: %w", err)
 	}
 	return nil
+}
+
+// keyring is the keys the gateway accepts tokens of.
+func keyring(cfg Config) llm.Keyring {
+	r := llm.Keyring{[]byte(cfg.SigningKey)}
+	for _, k := range cfg.PreviousSigningKeys {
+		r = append(r, []byte(k))
+	}
+	return r
 }
 
 // SigningKey is the key gateway tokens are signed with, for in-process minting.

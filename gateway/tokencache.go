@@ -30,9 +30,9 @@ type cachedToken struct {
 	expires time.Time
 }
 
-// verify is llm.VerifyToken(key, token), from the cache while the token has
-// not expired.
-func (c *tokenCache) verify(key []byte, token string) (llm.Principal, error) {
+// verify is keys.Verify(token), from the cache while the token has not
+// expired.
+func (c *tokenCache) verify(keys llm.Keyring, token string) (llm.Principal, error) {
 	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.entries[token]
@@ -42,7 +42,7 @@ func (c *tokenCache) verify(key []byte, token string) (llm.Principal, error) {
 		p.Capabilities = slices.Clone(p.Capabilities)
 		return p, nil
 	}
-	p, err := llm.VerifyToken(key, token)
+	p, err := keys.Verify(token)
 	if err != nil {
 		return p, err
 	}

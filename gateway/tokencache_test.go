@@ -24,7 +24,7 @@ func TestTokenCache(t *testing.T) {
 	}
 	var c tokenCache
 	for i := range 2 {
-		got, err := c.verify(key, token)
+		got, err := c.verify(llm.Keyring{key}, token)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("verify %d = %+v, %v; want %+v", i, got, err, want)
 		}
@@ -42,14 +42,14 @@ func TestTokenCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.verify(key, other); !errors.Is(err, llm.ErrInvalidToken) {
+	if _, err := c.verify(llm.Keyring{key}, other); !errors.Is(err, llm.ErrInvalidToken) {
 		t.Fatalf("foreign token: %v", err)
 	}
 	if _, kept := c.entries[other]; kept {
 		t.Fatal("a refused token was kept")
 	}
 	c.entries[other] = cachedToken{p: p, expires: time.Now().Add(-time.Second)}
-	if _, err := c.verify(key, other); !errors.Is(err, llm.ErrInvalidToken) {
+	if _, err := c.verify(llm.Keyring{key}, other); !errors.Is(err, llm.ErrInvalidToken) {
 		t.Fatalf("expired entry served: %v", err)
 	}
 
@@ -57,11 +57,11 @@ func TestTokenCache(t *testing.T) {
 	for i := range maxCachedTokens {
 		c.entries["t"+strconv.Itoa(i)] = cachedToken{p: p, expires: time.Now().Add(time.Hour)}
 	}
-	if _, err := c.verify(key, token); err != nil {
+	if _, err := c.verify(llm.Keyring{key}, token); err != nil {
 		t.Fatal(err)
 	}
 	delete(c.entries, token)
-	if _, err := c.verify(key, token); err != nil || len(c.entries) > maxCachedTokens {
+	if _, err := c.verify(llm.Keyring{key}, token); err != nil || len(c.entries) > maxCachedTokens {
 		t.Fatalf("%d entries (%v), want at most %d", len(c.entries), err, maxCachedTokens)
 	}
 }

@@ -40,7 +40,7 @@ func newAdminGatewayTokenCmd() *cobra.Command {
 	fs.StringVar(&o.session, "session", "", "planner session `ID` the calls belong to")
 	fs.StringVar(&o.subject, "subject", "", "the caller (default planner:<session>, or admin without --session)")
 	fs.StringVar(&o.actingFor, "acting-for", "", "the human subject the calls are made for")
-	fs.DurationVar(&o.ttl, "ttl", 0, "token lifetime, e.g. 10m (default gateway.token_ttl)")
+	fs.DurationVar(&o.ttl, "ttl", 0, "token lifetime, e.g. 10m, at most 24h (default gateway.token_ttl)")
 	return c
 }
 
@@ -49,8 +49,8 @@ func runAdminGatewayToken(ctx context.Context, o gatewayTokenOptions, out io.Wri
 	switch {
 	case o.org == "":
 		return usageError{"admin gateway-token: --org is required"}
-	case o.ttl < 0:
-		return usageError{fmt.Sprintf("admin gateway-token: --ttl must be positive, got %s", o.ttl)}
+	case o.ttl < 0 || o.ttl > llm.MaxTokenTTL:
+		return usageError{fmt.Sprintf("admin gateway-token: --ttl must be positive and at most %s, got %s", llm.MaxTokenTTL, o.ttl)}
 	}
 	db, cfg, err := openStore(ctx, o.config)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 func TestAdminGatewayTokenVerifies(t *testing.T) {
 	t.Parallel()
-	const key = "a-signing-key-for-the-test"
+	const key = "a-signing-key-for-the-test-0123456789"
 	env := []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_GATEWAY_SIGNING_KEY=" + key}
 	if _, stderr, code := ballet(t, env, "admin", "org", "create", "--key", "acme", "--name", "Acme"); code != 0 {
 		t.Fatal(stderr)
@@ -82,8 +82,10 @@ func TestAdminGatewayTokenRefusals(t *testing.T) {
 		want string
 	}{
 		{"no signing key", nil, []string{"--org", "acme"}, 1, "gateway.signing_key"},
-		{"no org", []string{"BALLET_GATEWAY_SIGNING_KEY=k"}, nil, 2, "--org is required"},
-		{"unknown org", []string{"BALLET_GATEWAY_SIGNING_KEY=k"}, []string{"--org", "nope"}, 1, `organization "nope"`},
+		{"no org", []string{"BALLET_GATEWAY_SIGNING_KEY=k0123456789abcdef0123456789abcdef"}, nil, 2, "--org is required"},
+		{"ten years", []string{"BALLET_GATEWAY_SIGNING_KEY=k0123456789abcdef0123456789abcdef"}, []string{"--org", "acme", "--ttl", "87600h"}, 2, "--ttl must be positive and at most 24h0m0s, got 87600h0m0s"},
+		{"a short key", []string{"BALLET_GATEWAY_SIGNING_KEY=abc"}, []string{"--org", "acme"}, 1, "gateway.signing_key: must be at least 32 bytes, got 3"},
+		{"unknown org", []string{"BALLET_GATEWAY_SIGNING_KEY=k0123456789abcdef0123456789abcdef"}, []string{"--org", "nope"}, 1, `organization "nope"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -67,7 +67,7 @@ func TestMetricsOnlyOnTheMetricsListener(t *testing.T) {
 			gw := freeAddr(t)
 			env := []string{"BALLET_DATABASE_URL=" + storetest.URL(t), "BALLET_REDIS_URL=" + rc.URL,
 				"BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_ADDR=" + gw,
-				"BALLET_GATEWAY_SIGNING_KEY=test-signing-key", "BALLET_METRICS_TOKEN=" + tt.token}
+				"BALLET_GATEWAY_SIGNING_KEY=test-signing-key-0123456789abcdef", "BALLET_METRICS_TOKEN=" + tt.token}
 			p := startProcess(t, env, tt.command)
 			p.waitReady(t)
 			public := []string{p.addr}

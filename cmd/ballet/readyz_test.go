@@ -60,7 +60,7 @@ func startUnmigrated(t *testing.T, command string, env ...string) (p *process, u
 	gateway = freeAddr(t)
 	p = startProcess(t, append([]string{"BALLET_DATABASE_URL=" + url, "BALLET_DATABASE_MIGRATE=false",
 		"BALLET_REDIS_URL=" + rc.URL, "BALLET_REDIS_NAMESPACE=" + rc.Namespace, "BALLET_GATEWAY_ADDR=" + gateway,
-		"BALLET_GATEWAY_SIGNING_KEY=test-signing-key"}, env...), command)
+		"BALLET_GATEWAY_SIGNING_KEY=test-signing-key-0123456789abcdef"}, env...), command)
 	return p, url, gateway
 }
 

@@ -67,7 +67,7 @@ func newStack(t *testing.T, script string) *stack {
 	s.planner = tasks.NewPlanner(db, tasks.NewQueue(rdb, names, time.Minute), tasks.NewPublisher(rdb, names, log),
 		store.QueueLimits{Total: 10000, PerProject: 10000}, log)
 	s.env = []string{"BALLET_DATABASE_URL=" + dbURL, "BALLET_REDIS_URL=" + rc.URL, "BALLET_REDIS_NAMESPACE=" + rc.Namespace,
-		"BALLET_GATEWAY_URL=" + fake.URL(), "BALLET_GATEWAY_SIGNING_KEY=test-signing-key",
+		"BALLET_GATEWAY_URL=" + fake.URL(), "BALLET_GATEWAY_SIGNING_KEY=test-signing-key-0123456789abcdef",
 		"BALLET_WORKER_LEASE=3s", "BALLET_WORKER_TASK_CHECK_INTERVAL=20ms", "BALLET_WORKER_SHUTDOWN_TIMEOUT=1s", "BALLET_SERVER_SHUTDOWN_TIMEOUT=1s",
 		"BALLET_LOG_LEVEL=warn"}
 	return s

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +23,44 @@ const (
 
 // ErrInvalidToken is wrapped by every token verification failure.
 var ErrInvalidToken = errors.New("invalid gateway token")
+
+// Bounds of gateway tokens: a signing key is at least MinKeyBytes long, and
+// a token lives at most MaxTokenTTL, so that a token out of a log or a
+// process listing is worth little, and a key rotation (see Keyring) revokes
+// every token signed with the old key within a day at most.
+const (
+	MinKeyBytes = 32
+	MaxTokenTTL = 24 * time.Hour
+)
+
+// KeyID names a signing key in the tokens it signs (their kid header): the
+// first 16 hex digits of its SHA-256, which tells nothing of the key.
+func KeyID(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Keyring is the keys a gateway accepts tokens of: its signing key, then
+// previous ones still accepted while a rotation runs. Dropping a key from
+// the ring revokes every token it signed.
+type Keyring [][]byte
+
+// key is the ring's key named kid; a token without a kid (minted before
+// key ids) is tried with the first key.
+func (r Keyring) key(kid string) []byte {
+	if len(r) == 0 {
+		return nil
+	}
+	if kid == "" {
+		return r[0]
+	}
+	for _, k := range r {
+		if KeyID(k) == kid {
+			return k
+		}
+	}
+	return nil
+}
 
 // Principal is who a model call is made by and for: the claims of a
 // gateway token.
@@ -56,8 +95,8 @@ func Mint(key []byte, p Principal, ttl time.Duration) (string, error) {
 	if len(key) == 0 {
 		return "", errors.New("gateway: mint: no signing key")
 	}
-	if ttl <= 0 {
-		return "", fmt.Errorf("gateway: mint: ttl must be positive, got %s", ttl)
+	if ttl <= 0 || ttl > MaxTokenTTL {
+		return "", fmt.Errorf("gateway: mint: ttl must be positive and at most %s, got %s", MaxTokenTTL, ttl)
 	}
 	if p.Organization == "" {
 		return "", errors.New("gateway: mint: no organization")
@@ -84,7 +123,9 @@ func Mint(key []byte, p Principal, ttl time.Duration) (string, error) {
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), ID: hex.EncodeToString(jti),
 		},
 	}
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(key)
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	tok.Header["kid"] = KeyID(key)
+	s, err := tok.SignedString(key)
 	if err != nil {
 		return "", fmt.Errorf("gateway: mint: %w", err)
 	}
@@ -95,16 +136,32 @@ func Mint(key []byte, p Principal, ttl time.Duration) (string, error) {
 // returns its principal. Every failure wraps ErrInvalidToken. The capability
 // is not checked here: the caller decides (a missing llm.invoke is 403).
 func VerifyToken(key []byte, token string) (Principal, error) {
-	if len(key) == 0 {
+	return Keyring{key}.Verify(token)
+}
+
+// Verify is VerifyToken with the ring's key the token names (kid). A token
+// of a key no longer in the ring, or one minted to live longer than
+// MaxTokenTTL, is invalid.
+func (r Keyring) Verify(token string) (Principal, error) {
+	if len(r) == 0 || len(r[0]) == 0 {
 		return Principal{}, fmt.Errorf("%w: the gateway has no signing key", ErrInvalidToken)
 	}
 	var c tokenClaims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return key, nil },
+	_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if k := r.key(kid); k != nil {
+			return k, nil
+		}
+		return nil, errors.New("signed with a key this gateway no longer accepts (rotated out)")
+	},
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithAudience(Audience), jwt.WithIssuer(tokenIssuer), jwt.WithExpirationRequired(),
 		jwt.WithLeeway(5*time.Second))
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTokenTTL {
+		return Principal{}, fmt.Errorf("%w: a token lives at most %s", ErrInvalidToken, MaxTokenTTL)
 	}
 	if c.Organization == "" || c.Subject == "" {
 		return Principal{}, fmt.Errorf("%w: no organization or subject", ErrInvalidToken)
