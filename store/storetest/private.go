@@ -130,6 +130,15 @@ func (p *Private) Stop(t testing.TB) {
 	}
 }
 
+// Crash stops the server as a crash does (immediate mode: no checkpoint;
+// the next Start recovers from the WAL) and returns once it is gone.
+func (p *Private) Crash(t testing.TB) {
+	t.Helper()
+	if err := p.pgctl("-m", "immediate", "-w", "-t", "120", "stop"); err != nil {
+		t.Fatalf("storetest: private postgres: crash: %v", err)
+	}
+}
+
 func (p *Private) pgctl(args ...string) error {
 	args = append([]string{"-D", filepath.Join(p.dir, "data")}, args...)
 	if out, err := p.command(filepath.Join(p.bin, "pg_ctl"), args...).CombinedOutput(); err != nil {
