@@ -158,7 +158,10 @@ func defaultIdleSockets() int {
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil || lim.Max > 1<<20 {
 		return 20000
 	}
-	return max(1, min(20000, int(lim.Max)-200))
+	// What the api child sizes server.rpc_max_connections 0 to: the limit
+	// less 1,024 other descriptors and its pools (api.CheckFileLimit), with
+	// room to spare.
+	return max(1, min(20000, int(lim.Max)-1400))
 }
 
 // realtimeBench is the fresh database, the api child process and a tenant
