@@ -43,6 +43,7 @@ measures against it, with the load generated on the same machine:
 type rtOptions struct {
 	idle, watchers, rate, sharedRate, storedEvery, turns int
 	duration                                             time.Duration
+	idleHold                                             time.Duration // idle sockets held with heartbeats before the steady-state reading
 	phases                                               map[string]bool
 }
 
@@ -71,6 +72,7 @@ func newBenchRealtimeCmd() *cobra.Command {
 	fs := c.Flags()
 	addConfigFlag(c, &f.config)
 	fs.IntVar(&f.idle, "idle", defaultIdleSockets(), "idle sockets (the default is what RLIMIT_NOFILE leaves room for)")
+	fs.DurationVar(&f.idleHold, "idle-hold", 2*time.Minute, "how long the idle sockets exchange heartbeats before the api's steady-state RSS is read")
 	fs.IntVar(&f.watchers, "watchers", 1000, "watching sockets in the fan-out phases")
 	fs.IntVar(&f.rate, "rate", 5000, "outputs published per second in all (fanout)")
 	fs.IntVar(&f.sharedRate, "shared-rate", 20, "outputs published per second to the one shared session (shared)")
@@ -116,6 +118,9 @@ func benchRealtime(ctx context.Context, f rtFlags, out io.Writer) error {
 			return usageError{fmt.Sprintf("%s: must be at least 1, got %d", v.name, v.n)}
 		}
 	}
+	if o.idleHold < 0 {
+		return usageError{fmt.Sprintf("--idle-hold: must not be negative, got %s", o.idleHold)}
+	}
 	cfg, err := LoadConfig(configPath(f.config), os.Environ())
 	if err != nil {
 		return err
@@ -133,7 +138,7 @@ func benchRealtime(ctx context.Context, f rtFlags, out io.Writer) error {
 	fmt.Fprintf(out, "bench realtime: api pid %d on %s; GOMAXPROCS %d; %s/%s; RLIMIT_NOFILE hard %d\n\n",
 		env.api.Process.Pid, env.addr, goruntime.GOMAXPROCS(0), goruntime.GOOS, goruntime.GOARCH, hard)
 	if o.phases["idle"] {
-		if err := env.idlePhase(ctx, out, o.idle); err != nil {
+		if err := env.idlePhase(ctx, out, o.idle, o.idleHold); err != nil {
 			return err
 		}
 	}

@@ -215,8 +215,10 @@ func readReady(r io.Reader) (int, error) {
 const perHelper = 9900
 
 // idlePhase opens n idle authenticated sockets from helper processes and
-// reports the api's RSS and goroutines before and after.
-func (e *realtimeBench) idlePhase(ctx context.Context, out io.Writer, n int) error {
+// reports the api's RSS and goroutines before and after, and its RSS once
+// the sockets have exchanged heartbeats for hold (their buffers grown to
+// what they keep: the steady state).
+func (e *realtimeBench) idlePhase(ctx context.Context, out io.Writer, n int, hold time.Duration) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -274,6 +276,17 @@ func (e *realtimeBench) idlePhase(ctx context.Context, out io.Writer, n int) err
 		perSocket(heap0, heapN), perSocket(stack0, stackN))
 	if open < n {
 		return fmt.Errorf("bench realtime: only %d of %d idle sockets opened", open, n)
+	}
+	if hold > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(hold): // the sockets' heartbeats run meanwhile: this is what is measured
+		}
+		rssH := e.settledRSS()
+		perH := float64(rssH-rss0) / float64(max(open, 1))
+		fmt.Fprintf(out, "steady state after %s of heartbeats: api RSS %.1f MiB, %.1f KiB per socket, extrapolated at 20,000: %.0f MiB (goal ≤ 400 MiB)\n\n",
+			hold, float64(rssH)/1024, perH, (float64(rss0)+perH*20000)/1024)
 	}
 	if n < 20000 {
 		fmt.Fprintf(out, "(%d, not 20,000: the hard RLIMIT_NOFILE of this machine leaves one process room for no more sockets beside its own files)\n\n", n)
