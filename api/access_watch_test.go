@@ -55,20 +55,7 @@ func TestStreamsEndAtOnceWhenAccessIsRevoked(t *testing.T) {
 	other := e.replica(t, cfg)
 	ctx := context.Background()
 	scope := store.Scope{Kind: store.ScopeProject, OrganizationID: e.org.ID, ProjectID: e.project.ID}
-	for _, tt := range []struct {
-		name   string
-		revoke func(t *testing.T, subject, binding, tokenID string)
-		reason string
-	}{
-		{"role binding deleted", func(t *testing.T, _, binding, _ string) {
-			e.do("DELETE", "/api/v1/role-bindings/"+binding, "admin", nil).expect(t, 204)
-		}, "not_found"},
-		{"token revoked", func(t *testing.T, subject, _, tokenID string) {
-			if err := e.db.RevokeAPIToken(ctx, subject, tokenID); err != nil {
-				t.Fatal(err)
-			}
-		}, "unauthenticated"},
-	} {
+	for _, tt := range revocations(e) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			subject := "revoked-" + strings.ReplaceAll(tt.name, " ", "-") + "@example.com"

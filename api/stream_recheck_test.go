@@ -75,6 +75,27 @@ func sseClosed(t *testing.T, r *bufio.Reader) string {
 	}
 }
 
+// revocation is a way a subject loses access, and the reason its streams
+// then end with.
+type revocation struct {
+	name   string
+	revoke func(t *testing.T, subject, binding, tokenID string)
+	reason string
+}
+
+func revocations(e *rpcEnv) []revocation {
+	return []revocation{
+		{"role binding deleted", func(t *testing.T, _, binding, _ string) {
+			e.do("DELETE", "/api/v1/role-bindings/"+binding, "admin", nil).expect(t, 204)
+		}, "not_found"}, // as a new watch would answer: the project is not visible any more
+		{"token revoked", func(t *testing.T, subject, _, tokenID string) {
+			if err := e.db.RevokeAPIToken(context.Background(), subject, tokenID); err != nil {
+				t.Fatal(err)
+			}
+		}, "unauthenticated"},
+	}
+}
+
 // TestStreamsEndWhenAccessGoes: a planner.watch, a stream.subscribe and an
 // outputs event stream end within server.stream_recheck once their token
 // is revoked (unauthenticated) or their role binding deleted (not_found,
@@ -89,21 +110,7 @@ func TestStreamsEndWhenAccessGoes(t *testing.T) {
 	ctx := context.Background()
 	scope := store.Scope{Kind: store.ScopeProject, OrganizationID: e.org.ID, ProjectID: e.project.ID}
 	stays := watchAll(t, e, both[0], e.tokens["viewer"])
-	tests := []struct {
-		name   string
-		revoke func(t *testing.T, subject, binding, tokenID string)
-		reason string
-	}{
-		{"role binding deleted", func(t *testing.T, _, binding, _ string) {
-			e.do("DELETE", "/api/v1/role-bindings/"+binding, "admin", nil).expect(t, 204)
-		}, "not_found"}, // as a new watch would answer: the project is not visible any more
-		{"token revoked", func(t *testing.T, subject, _, tokenID string) {
-			if err := e.db.RevokeAPIToken(ctx, subject, tokenID); err != nil {
-				t.Fatal(err)
-			}
-		}, "unauthenticated"},
-	}
-	for _, tt := range tests {
+	for _, tt := range revocations(e) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			subject := "watcher-" + strings.ReplaceAll(tt.name, " ", "-") + "@example.com"

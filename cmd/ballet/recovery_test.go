@@ -36,27 +36,9 @@ func TestRecoveryTime(t *testing.T) {
 	s.env = append(s.env, "BALLET_WORKER_LEASE=15s", "BALLET_WORKER_TASK_CHECK_INTERVAL=5ms",
 		"BALLET_WORKER_SHUTDOWN_TIMEOUT=10s")
 	workers := []*process{s.worker(), s.worker()}
-	ctx := context.Background()
 	var took []time.Duration
 	for range *recoveryKills {
-		sess, err := s.db.CreateSession(ctx, s.human, "WEB", "recovery")
-		must(t, err)
-		s.session = sess.ID
-		turn := s.send("what can start now?")
-		storetest.WaitFor(t, "the turn's second model call", func() bool {
-			for _, o := range s.outputs() {
-				if o.Turn == turn && o.Type == store.OutputToolResult {
-					return s.fake.Active() > 0
-				}
-			}
-			return false
-		})
-		token := s.leaseToken()
-		holder := s.leaseHolder()
-		victim := slices.IndexFunc(workers, func(p *process) bool { return p.cmd.Process.Pid == holder })
-		if victim < 0 {
-			t.Fatalf("lease held by pid %d, not one of ours", holder)
-		}
+		turn, token, victim := s.turnInSecondModelCall(workers)
 		must(t, workers[victim].cmd.Process.Signal(syscall.SIGKILL))
 		killed := time.Now()
 		must(t, os.WriteFile(release, nil, 0o600))
@@ -89,24 +71,7 @@ func TestRecoveryTimeAfterPauses(t *testing.T) {
 	ctx := context.Background()
 	var took []time.Duration
 	for range *recoveryPauses {
-		sess, err := s.db.CreateSession(ctx, s.human, "WEB", "recovery")
-		must(t, err)
-		s.session = sess.ID
-		turn := s.send("what can start now?")
-		storetest.WaitFor(t, "the turn's second model call", func() bool {
-			for _, o := range s.outputs() {
-				if o.Turn == turn && o.Type == store.OutputToolResult {
-					return s.fake.Active() > 0
-				}
-			}
-			return false
-		})
-		token := s.leaseToken()
-		holder := s.leaseHolder()
-		victim := slices.IndexFunc(workers, func(p *process) bool { return p.cmd.Process.Pid == holder })
-		if victim < 0 {
-			t.Fatalf("lease held by pid %d, not one of ours", holder)
-		}
+		turn, token, victim := s.turnInSecondModelCall(workers)
 		lock := s.lockSessionIdle()
 		must(t, workers[victim].cmd.Process.Signal(syscall.SIGSTOP))
 		stopped := time.Now()
@@ -139,6 +104,31 @@ func (s *stack) lockSessionIdle() pgx.Tx {
 	_, err = tx.Exec(ctx, `SELECT 1 FROM planner_sessions WHERE id = $1 FOR UPDATE`, s.session)
 	must(s.t, err)
 	return tx
+}
+
+// turnInSecondModelCall sends a turn on a fresh session and waits until its
+// second model call streams; it returns the turn, the session's fencing
+// token and which of workers holds the lease.
+func (s *stack) turnInSecondModelCall(workers []*process) (turn string, token int64, victim int) {
+	s.t.Helper()
+	sess, err := s.db.CreateSession(context.Background(), s.human, "WEB", "recovery")
+	must(s.t, err)
+	s.session = sess.ID
+	turn = s.send("what can start now?")
+	storetest.WaitFor(s.t, "the turn's second model call", func() bool {
+		for _, o := range s.outputs() {
+			if o.Turn == turn && o.Type == store.OutputToolResult {
+				return s.fake.Active() > 0
+			}
+		}
+		return false
+	})
+	token, holder := s.leaseToken(), s.leaseHolder()
+	victim = slices.IndexFunc(workers, func(p *process) bool { return p.cmd.Process.Pid == holder })
+	if victim < 0 {
+		s.t.Fatalf("lease held by pid %d, not one of ours", holder)
+	}
+	return turn, token, victim
 }
 
 // logTakeovers logs the spread of the takeover times.
