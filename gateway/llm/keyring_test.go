@@ -60,4 +60,13 @@ func TestTokensLiveADayAtMost(t *testing.T) {
 	if _, err := llm.VerifyToken(key, signed); !errors.Is(err, llm.ErrInvalidToken) || !strings.Contains(err.Error(), "at most 24h0m0s") {
 		t.Fatalf("verify a ten-year token: %v", err)
 	}
+	// And one that does not say when it was issued.
+	noIAT := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "ballet", "sub": "planner:s1", "aud": "gateway",
+		"org": p.Organization, "cap": []string{llm.CapabilityInvoke}, "exp": now.Add(87600 * time.Hour).Unix()})
+	if signed, err = noIAT.SignedString(key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := llm.VerifyToken(key, signed); !errors.Is(err, llm.ErrInvalidToken) || !strings.Contains(err.Error(), "at most 24h0m0s") {
+		t.Fatalf("verify a ten-year token without iat: %v", err)
+	}
 }

@@ -160,7 +160,8 @@ func (r Keyring) Verify(token string) (Principal, error) {
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	if c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTokenTTL {
+	if c.ExpiresAt.After(time.Now().Add(MaxTokenTTL+time.Minute)) ||
+		(c.IssuedAt != nil && c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTokenTTL) {
 		return Principal{}, fmt.Errorf("%w: a token lives at most %s", ErrInvalidToken, MaxTokenTTL)
 	}
 	if c.Organization == "" || c.Subject == "" {
