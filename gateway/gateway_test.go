@@ -35,7 +35,7 @@ func TestAuthentication(t *testing.T) {
 	}
 	base := func() jwt.MapClaims {
 		return jwt.MapClaims{"iss": "ballet", "sub": "planner:x", "aud": "gateway", "org": e.org, "project": e.project,
-			"cap": []string{"llm.invoke"}, "exp": time.Now().Add(time.Minute).Unix()}
+			"cap": []string{"llm.invoke"}, "exp": time.Now().Add(10 * time.Minute).Unix()}
 	}
 	with := func(k string, v any) string {
 		c := base()
