@@ -53,20 +53,10 @@ func TestStreamsEndAtOnceWhenAccessIsRevoked(t *testing.T) {
 	cfg.ShutdownTimeout = 5 * time.Second
 	mod(&cfg)
 	other := e.replica(t, cfg)
-	ctx := context.Background()
-	scope := store.Scope{Kind: store.ScopeProject, OrganizationID: e.org.ID, ProjectID: e.project.ID}
 	for _, tt := range revocations(e) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			subject := "revoked-" + strings.ReplaceAll(tt.name, " ", "-") + "@example.com"
-			b, err := e.db.CreateRoleBinding(ctx, subject, store.RoleViewer, scope, store.SystemActor())
-			if err != nil {
-				t.Fatal(err)
-			}
-			token, tok, err := e.db.CreateAPIToken(ctx, subject, "test", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			subject, bindingID, token, tokenID := viewerOfWEB(t, e, "revoked-"+strings.ReplaceAll(tt.name, " ", "-")+"@example.com")
 			here := watchAll(t, e, both[0], token)
 			// A watch of the same subject on the other replica.
 			ws, _, err := (&websocket.Dialer{Subprotocols: []string{api.SubprotocolJSON}, HandshakeTimeout: 10 * time.Second}).
@@ -82,7 +72,7 @@ func TestStreamsEndAtOnceWhenAccessIsRevoked(t *testing.T) {
 			if code, msg := rpcErr(there.call(t, 2, "planner.watch", map[string]any{"subscription": "w", "session": e.session})); code != 0 {
 				t.Fatalf("planner.watch on the other replica: %d %s", code, msg)
 			}
-			tt.revoke(t, subject, b.ID, tok.ID)
+			tt.revoke(t, subject, bindingID, tokenID)
 			for name, c := range map[string]*rawConn{"planner.watch": here.watch, "planner.watch on the other replica": there} {
 				if p := c.nextEvent(t, "stream.closed", "w", nil); p["reason"] != tt.reason {
 					t.Errorf("%s closed with %v, want reason %s", name, p, tt.reason)

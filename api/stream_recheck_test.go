@@ -83,6 +83,23 @@ type revocation struct {
 	reason string
 }
 
+// viewerOfWEB binds subject as a viewer of the env's project and gives it
+// an API token.
+func viewerOfWEB(t *testing.T, e *rpcEnv, subject string) (_, bindingID, token, tokenID string) {
+	t.Helper()
+	ctx := context.Background()
+	scope := store.Scope{Kind: store.ScopeProject, OrganizationID: e.org.ID, ProjectID: e.project.ID}
+	b, err := e.db.CreateRoleBinding(ctx, subject, store.RoleViewer, scope, store.SystemActor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, tok, err := e.db.CreateAPIToken(ctx, subject, "test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subject, b.ID, token, tok.ID
+}
+
 func revocations(e *rpcEnv) []revocation {
 	return []revocation{
 		{"role binding deleted", func(t *testing.T, _, binding, _ string) {
@@ -113,17 +130,9 @@ func TestStreamsEndWhenAccessGoes(t *testing.T) {
 	for _, tt := range revocations(e) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			subject := "watcher-" + strings.ReplaceAll(tt.name, " ", "-") + "@example.com"
-			b, err := e.db.CreateRoleBinding(ctx, subject, store.RoleViewer, scope, store.SystemActor())
-			if err != nil {
-				t.Fatal(err)
-			}
-			token, tok, err := e.db.CreateAPIToken(ctx, subject, "test", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			subject, bindingID, token, tokenID := viewerOfWEB(t, e, "watcher-"+strings.ReplaceAll(tt.name, " ", "-")+"@example.com")
 			w := watchAll(t, e, both[len(both)-1], token)
-			tt.revoke(t, subject, b.ID, tok.ID)
+			tt.revoke(t, subject, bindingID, tokenID)
 			if p := w.watch.nextEvent(t, "stream.closed", "w", nil); p["reason"] != tt.reason {
 				t.Errorf("planner.watch closed with %v, want reason %s", p, tt.reason)
 			}
