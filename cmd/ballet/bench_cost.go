@@ -23,6 +23,7 @@ type turnCost struct {
 	goCPU       time.Duration
 	modelCPU    time.Duration // the fake model's process, not in the total
 	pgCPU       time.Duration // the bench database's backends
+	pgDispatch  time.Duration // of which the dispatcher's own connections'
 	pgCPUOK     bool
 	pgBackends  [2]int // at the start, at the end
 	pgTLS       int    // of the backends at the end, those on TLS
@@ -110,6 +111,9 @@ func (m *costMeter) stop(ctx context.Context, turns int) error {
 	c.pgCPUOK = pg.cpuReadable && m.pg.cpuReadable
 	for pid, t := range pg.backends {
 		c.pgCPU += t - m.pg.backends[pid]
+		if pg.dispatchers[pid] {
+			c.pgDispatch += t - m.pg.backends[pid]
+		}
 	}
 	c.pgBackends = [2]int{len(m.pg.backends), len(pg.backends)}
 	if c.pgTLS, err = m.bd.tlsBackends(ctx); err != nil {

@@ -177,6 +177,7 @@ func (bd *benchDatabase) close(ctx context.Context, keep bool) {
 // pgSample is what Postgres says about the bench database at one moment.
 type pgSample struct {
 	backends     map[int]time.Duration // CPU of each backend on the database
+	dispatchers  map[int]bool          // the backends of the dispatcher's own connections
 	cpuReadable  bool
 	server       time.Duration // the postmaster, its children and its reaped children
 	commits      int64         // pg_stat_database.xact_commit
@@ -187,18 +188,32 @@ type pgSample struct {
 // samplePG reads the database's backends' CPU from /proc, its commits, its
 // size and the server's WAL position.
 func (bd *benchDatabase) samplePG(ctx context.Context) (pgSample, error) {
-	s := pgSample{backends: map[int]time.Duration{}, cpuReadable: true}
-	pids, err := bd.backendPIDs(ctx)
+	s := pgSample{backends: map[int]time.Duration{}, dispatchers: map[int]bool{}, cpuReadable: true}
+	rows, err := bd.admin.Query(ctx, `SELECT pid, application_name = $2 FROM pg_stat_activity WHERE datname = $1`,
+		bd.name, store.DispatchListenerName)
 	if err != nil {
-		return s, err
+		return s, fmt.Errorf("bench turns: pg_stat_activity: %w", err)
 	}
-	for _, pid := range pids {
-		st, err := readProcStat(int(pid))
+	type backend struct {
+		pid        int32
+		dispatcher bool
+	}
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (backend, error) {
+		var b backend
+		err := row.Scan(&b.pid, &b.dispatcher)
+		return b, err
+	})
+	if err != nil {
+		return s, fmt.Errorf("bench turns: pg_stat_activity: %w", err)
+	}
+	for _, b := range all {
+		st, err := readProcStat(int(b.pid))
 		if err != nil {
 			s.cpuReadable = false
 			continue
 		}
-		s.backends[int(pid)] = st.cpu
+		s.backends[int(b.pid)] = st.cpu
+		s.dispatchers[int(b.pid)] = b.dispatcher
 	}
 	var self int32
 	var lsn string
@@ -226,19 +241,6 @@ func (bd *benchDatabase) tlsBackends(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("bench turns: pg_stat_ssl: %w", err)
 	}
 	return n, nil
-}
-
-// backendPIDs are the process ids of the database's backends.
-func (bd *benchDatabase) backendPIDs(ctx context.Context) ([]int32, error) {
-	rows, err := bd.admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1`, bd.name)
-	if err != nil {
-		return nil, fmt.Errorf("bench turns: pg_stat_activity: %w", err)
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return nil, fmt.Errorf("bench turns: pg_stat_activity: %w", err)
-	}
-	return pids, nil
 }
 
 // poolBackendPIDs are the process ids of the bench database's backends but

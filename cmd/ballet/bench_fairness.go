@@ -132,7 +132,7 @@ func openFairnessEnv(ctx context.Context, cfg Config, fifo, metered bool, model 
 		if c.pgssCalls >= 0 {
 			stmts = c.pgssCalls
 		}
-		return benchfair.Cost{Turns: c.turns, Took: c.took, GoCPU: c.goCPU, PGCPU: c.pgCPU, PGCPUOK: c.pgCPUOK,
+		return benchfair.Cost{Turns: c.turns, Took: c.took, GoCPU: c.goCPU, PGCPU: c.pgCPU, PGDispatchCPU: c.pgDispatch, PGCPUOK: c.pgCPUOK,
 			RedisCPU: c.redisCPU, Statements: stmts, RedisCmds: cmds}, nil
 	}
 	return env, nil

@@ -62,8 +62,12 @@ type Cost struct {
 	Turns                  int
 	Took                   time.Duration
 	GoCPU, PGCPU, RedisCPU time.Duration
-	PGCPUOK                bool
-	Statements, RedisCmds  int64
+	// PGDispatchCPU is the part of PGCPU spent by the dispatcher's own
+	// connections: the one that holds its lock, reads and dispatches, and
+	// its LISTEN.
+	PGDispatchCPU time.Duration
+	PGCPUOK       bool
+	Statements, RedisCmds      int64
 }
 
 // Env is a fresh, migrated database with a Redis client, opened by the

@@ -130,6 +130,7 @@ func printCost(row func(sc, fig, f, q, goal, v string), c *costRounds) {
 	row("cost", "dispatcher: CPU per turn fair − fifo", fmt.Sprintf("%+.3f ms", diff), "rounds: "+strings.Join(per, ", "), "≤ 0.3 ms", verdict(len(d) > 0 && diff <= 0.3))
 	row("cost", "dispatcher: Go / Postgres / Redis CPU per turn fair − fifo",
 		fmt.Sprintf("%+.3f / %+.3f / %+.3f ms", medianOf(c.diffs(1)), medianOf(c.diffs(2)), medianOf(c.diffs(3))), "", "", "")
+	row("cost", "dispatcher's own connections (lock and dispatch, LISTEN): Postgres CPU per turn", pg(median(c.fair, 7)), "", "", "")
 	row("cost", "dispatcher: statements / Redis commands per turn fair − fifo", fmt.Sprintf("%+.1f / %+.1f", medianOf(c.diffs(5)), medianOf(c.diffs(6))), "", "", "")
 }
 
@@ -152,7 +153,8 @@ func verdict(ok bool) string {
 }
 
 // perTurn is turns/s, Go, Postgres, Redis and total CPU ms per turn,
-// statements and Redis commands per turn.
+// statements and Redis commands per turn, and the Postgres CPU ms per turn
+// of the dispatcher's own connections.
 func (c Cost) perTurn() []float64 {
 	n := float64(max(c.Turns, 1))
 	perMS := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
@@ -161,5 +163,5 @@ func (c Cost) perTurn() []float64 {
 		pg = 0
 	}
 	return []float64{float64(c.Turns) / max(c.Took.Seconds(), 1e-9), perMS(c.GoCPU), perMS(pg), perMS(c.RedisCPU),
-		perMS(c.GoCPU + pg + c.RedisCPU), float64(c.Statements) / n, float64(c.RedisCmds) / n}
+		perMS(c.GoCPU + pg + c.RedisCPU), float64(c.Statements) / n, float64(c.RedisCmds) / n, perMS(c.PGDispatchCPU)}
 }
