@@ -39,6 +39,11 @@ type rpcConn struct {
 	beat     *time.Timer // the server's heartbeat
 	// inflight bounds the requests running at once.
 	inflight chan struct{}
+	// lastSend is closed when the last planner.send read so far is
+	// answered: sends on one connection run one after another, in the
+	// order they arrived, so that a human's quick messages are stored in
+	// the order typed. Only the reader touches it.
+	lastSend chan struct{}
 	limiter  *rate.Limiter
 	calls    sync.WaitGroup
 
@@ -164,10 +169,25 @@ func (c *rpcConn) handleFrame(mt int, frame []byte) {
 	case <-c.ctx.Done():
 		return
 	}
+	var prev, mine chan struct{}
+	if req.Method == methodSend {
+		prev, mine = c.lastSend, make(chan struct{})
+		c.lastSend = mine
+	}
 	c.calls.Add(1)
 	go func() {
 		defer c.calls.Done()
 		defer func() { <-c.inflight }()
+		if mine != nil {
+			defer close(mine)
+		}
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-c.ctx.Done():
+				return
+			}
+		}
 		c.dispatch(req)
 	}()
 }

@@ -363,7 +363,7 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 			queueQueuedCounts(b, s, &counts)
 		}
 		var ahead, fair int64
-		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued}
+		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued, Seq: seq}
 		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID,
 			[]Block{{Type: BlockText, Text: text}}, cursor, out, at, db.direct, req.Priority, req.RequestID).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&ahead, &fair)
@@ -381,6 +381,7 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		}
 		queuedAt := ahead + fair
 		out.Position, out.CreatedAt = &queuedAt, at
+		out.Role, out.Content = "user", []Block{{Type: BlockText, Text: text}}
 		res = SendResult{Seq: seq, Turn: id, Position: queuedAt, Queued: out, Head: ahead == 0 && db.direct}
 		return nil
 	})
@@ -436,9 +437,10 @@ func (db *DB) WatchSession(ctx context.Context, caller Caller, sessionID string)
 }
 
 // outputSelect selects what scanOutput reads: a stored output, and for a
-// message output its message, joined by (session, seq).
+// message output its message, joined by (session, seq); a queued output
+// carries the human's message that its turn answers the same way.
 const outputSelect = `SELECT o.data, o.created_at, COALESCE(m.role, ''), m.content
-	FROM planner_outputs o LEFT JOIN planner_messages m ON o.type = 'message'
+	FROM planner_outputs o LEFT JOIN planner_messages m ON o.type IN ('message', 'queued')
 		AND m.session_id = o.session_id AND m.seq = (o.data->>'seq')::bigint`
 
 func scanOutput(row pgx.Row) (Output, error) {

@@ -35,9 +35,20 @@ const fromUTF8 = new TextDecoder();
 export type Entry =
   | { kind: "user"; key: string; turn: string; text: string }
   | { kind: "assistant"; key: string; turn: string; text: string; live: boolean }
-  | { kind: "tool"; key: string; turn: string; id: string; name: string; input: unknown; result?: string; isError?: boolean }
-  | { kind: "compacted"; key: string; upTo: number }
-  | { kind: "error"; key: string; text: string }
+  | {
+      kind: "tool";
+      key: string;
+      turn: string;
+      id: string;
+      name: string;
+      input: unknown;
+      result?: string;
+      isError?: boolean;
+      /** ended is set when the turn ended before the call had a result. */
+      ended?: string;
+    }
+  | { kind: "compacted"; key: string; turn: string; upTo: number }
+  | { kind: "error"; key: string; turn: string; text: string }
   | { kind: "done"; key: string; turn: string; reason: string };
 
 export type TurnState = "queued" | "running" | "done";
@@ -47,6 +58,15 @@ export interface Turn {
   state: TurnState;
   order: number;
   reason?: string;
+  /** text is the human's message the turn answers. */
+  text?: string;
+}
+
+/** Block is one turn with its entries: the human's message, then what the
+ * planner did and said. */
+export interface Block {
+  turn: Turn;
+  entries: Entry[];
 }
 
 /** Transcript folds outputs; it is immutable from the view's side: apply
@@ -92,18 +112,25 @@ export class Transcript {
     return fromUTF8.decode(next);
   }
 
-  private turn(id: string): Turn {
+  /** turn is a turn by id, made when first seen: queued when its queued
+   * output comes first (a replay from the start), else running. */
+  private turn(id: string, first: TurnState = "running"): Turn {
     let t = this.turns.get(id);
     if (!t) {
-      t = { id, state: "queued", order: this.order++ };
+      t = { id, state: first, order: this.order++ };
       this.turns.set(id, t);
     }
     return t;
   }
 
+  /** live is the turn's streaming answer when it is the turn's last entry. */
   private live(turn: string): Extract<Entry, { kind: "assistant" }> | undefined {
-    const last = this.entries[this.entries.length - 1];
-    return last?.kind === "assistant" && last.live && last.turn === turn ? last : undefined;
+    for (let i = this.entries.length - 1; i >= 0; i--) {
+      const e = this.entries[i];
+      if (e.turn !== turn) continue;
+      return e.kind === "assistant" && e.live ? e : undefined;
+    }
+    return undefined;
   }
 
   /** dropLive removes a turn's streaming text: its stored message has it. */
@@ -121,10 +148,17 @@ export class Transcript {
       }
     }
     const key = o.cursor != null ? "c" + o.cursor : "t" + this.entries.length;
+    if (o.type !== "queued") this.turn(o.turn);
     switch (o.type) {
-      case "queued":
-        this.turn(o.turn);
+      case "queued": {
+        const t = this.turn(o.turn, "queued");
+        const text = (o.content ?? []).filter((b) => b.type === "text").map((b) => b.text ?? "").join("\n\n");
+        if (text && t.text === undefined) {
+          t.text = text;
+          this.entries = [...this.entries, { kind: "user", key, turn: o.turn, text }];
+        }
         break;
+      }
       case "started":
         this.turn(o.turn).state = "running";
         break;
@@ -151,7 +185,9 @@ export class Transcript {
         if (o.role === "assistant") {
           this.dropLive(o.turn);
           if (text) this.entries = [...this.entries, { kind: "assistant", key, turn: o.turn, text, live: false }];
-        } else if (text) {
+        } else if (text && this.turns.get(o.turn)?.text === undefined) {
+          // A human's message the turn's queued output did not carry.
+          this.turn(o.turn).text = text;
           this.entries = [...this.entries, { kind: "user", key, turn: o.turn, text }];
         }
         break;
@@ -171,10 +207,10 @@ export class Transcript {
         );
         break;
       case "compacted":
-        this.entries = [...this.entries, { kind: "compacted", key, upTo: o.seq ?? 0 }];
+        this.entries = [...this.entries, { kind: "compacted", key, turn: o.turn, upTo: o.seq ?? 0 }];
         break;
       case "error":
-        this.entries = [...this.entries, { kind: "error", key, text: o.text ?? "error" }];
+        this.entries = [...this.entries, { kind: "error", key, turn: o.turn, text: o.text ?? "error" }];
         break;
       case "done": {
         const t = this.turn(o.turn);
@@ -184,8 +220,13 @@ export class Transcript {
         // stored message of the turn holds it already (a delta that
         // reached the socket after its message).
         const stored = this.entries.filter((e) => e.kind === "assistant" && !e.live && e.turn === o.turn).map((e) => (e as { text: string }).text);
-        this.entries = this.entries.flatMap((e) => {
-          if (e.kind !== "assistant" || !e.live || e.turn !== o.turn) return [e];
+        // A tool call left without a result ended with the turn: it is no
+        // longer running.
+        const reason = o.text || "ended";
+        this.entries = this.entries.flatMap((e): Entry[] => {
+          if (e.turn !== o.turn) return [e];
+          if (e.kind === "tool" && e.result === undefined) return [{ ...e, ended: reason }];
+          if (e.kind !== "assistant" || !e.live) return [e];
           return stored.some((t) => t.includes(e.text.trim())) ? [] : [{ ...e, live: false }];
         });
         if (o.text && o.text !== "end_turn") {
@@ -194,6 +235,22 @@ export class Transcript {
         break;
       }
     }
+  }
+
+  /** blocks groups the entries by turn, in the order the turns were first
+   * seen (queued): a message queued while another turn runs, and what
+   * happens to it, stay out of the running turn's answer. */
+  blocks(): Block[] {
+    const by = new Map<string, Entry[]>();
+    for (const e of this.entries) {
+      let list = by.get(e.turn);
+      if (!list) by.set(e.turn, (list = []));
+      list.push(e);
+    }
+    return [...this.turns.values()]
+      .sort((a, b) => a.order - b.order)
+      .filter((t) => by.has(t.id))
+      .map((t) => ({ turn: t, entries: by.get(t.id)! }));
   }
 
   /** active lists the turns not yet done, in order: the running one first. */

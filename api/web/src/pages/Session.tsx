@@ -3,12 +3,36 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { get, type Session } from "../api";
 import { socket } from "../rpcclient";
-import type { ConnState } from "../rpc";
+import { RpcError, type ConnState } from "../rpc";
 import { Transcript, type Entry, type Output, type Turn } from "../transcript";
 import { Markdown } from "../ui";
 import { ChangesetCard } from "./Changesets";
 
 let watchCount = 0;
+
+/** Outgoing is a message the human sent that the server has not taken yet:
+ * it waits for the connection, or is on its way. Its turn id makes a
+ * retry after a lost connection the same turn, never a second one. */
+interface Outgoing {
+  turn: string;
+  text: string;
+  state: "waiting" | "sending";
+}
+
+/** newTurnID is a random UUID (v4); crypto.randomUUID needs a secure
+ * context, getRandomValues does not. */
+function newTurnID(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+/** lostConnection tells a send the socket dropped under from a refusal. */
+function lostConnection(e: unknown): boolean {
+  return e instanceof RpcError && e.code === -32603 && /connect/.test(e.message);
+}
 
 export function SessionPage(props: { project: string; id: string }) {
   const tr = useMemo(() => new Transcript(), [props.id]);
@@ -18,8 +42,39 @@ export function SessionPage(props: { project: string; id: string }) {
   const [conn, setConn] = useState<ConnState>(socket().state);
   const [resumes, setResumes] = useState(0);
   const [error, setError] = useState("");
-  const sent = useRef(new Map<string, string>()); // turn → text sent from here
+  // The outbox: what the human sent, in order, until the server took it.
+  // One send at a time, so the server stores the messages as typed.
+  const outbox = useRef<Outgoing[]>([]);
+  const flushing = useRef(false);
   const end = useRef<HTMLDivElement>(null);
+
+  const flush = async () => {
+    if (flushing.current) return;
+    flushing.current = true;
+    try {
+      while (outbox.current.length > 0 && socket().state === "open") {
+        const m = outbox.current[0];
+        m.state = "sending";
+        rerender();
+        try {
+          await socket().call("planner.send", { session: props.id, text: m.text, turn: m.turn });
+          outbox.current.shift();
+        } catch (e: any) {
+          if (lostConnection(e)) {
+            m.state = "waiting"; // sent again, as the same turn, once the socket is back
+            break;
+          }
+          outbox.current.shift();
+          const first = m.text.split("\n")[0];
+          setError(`Not sent (“${first.length > 60 ? first.slice(0, 57) + "…" : first}”): ${e.message}`);
+        }
+        rerender();
+      }
+    } finally {
+      flushing.current = false;
+      rerender();
+    }
+  };
 
   useEffect(() => {
     get<Session>(`/planner/sessions/${props.id}`).then(setSession, (e) => setError(e.message));
@@ -35,7 +90,11 @@ export function SessionPage(props: { project: string; id: string }) {
       rpc.call("planner.watch", { subscription: sub, session: props.id, from_cursor: tr.cursor }).catch((e) => setError(e.message));
     };
     const off = rpc.on({
-      open: watch,
+      open: () => {
+        setError("");
+        watch();
+        flush();
+      },
       state: setConn,
       notify: (method, p) => {
         if (method === "planner.output" && p.subscription === sub) {
@@ -47,6 +106,12 @@ export function SessionPage(props: { project: string; id: string }) {
       },
     });
     if (rpc.state === "open") watch();
+    // A test hook, as the socket's: apply an output as if it came from the
+    // server.
+    (window as any).__balletOutput = (o: Output) => {
+      tr.apply(o);
+      rerender();
+    };
     return () => {
       off();
       // Leaving the page ends its watch: the socket stays for the next one.
@@ -54,18 +119,13 @@ export function SessionPage(props: { project: string; id: string }) {
     };
   }, [props.id]);
 
-  useEffect(() => end.current?.scrollIntoView({ block: "end" }), [tr.entries.length, tr.entries[tr.entries.length - 1]]);
+  useEffect(() => end.current?.scrollIntoView({ block: "end" }), [tr.entries.length, tr.entries[tr.entries.length - 1], outbox.current.length]);
 
-  const send = async (text: string) => {
+  const send = (text: string) => {
     setError("");
-    try {
-      const r = await socket().call<{ turn: string; position: number }>("planner.send", { session: props.id, text });
-      sent.current.set(r.turn, text);
-      rerender();
-    } catch (e: any) {
-      setError(e.message);
-      throw e;
-    }
+    outbox.current.push({ turn: newTurnID(), text, state: "waiting" });
+    rerender();
+    flush();
   };
   const cancel = (turn: string) =>
     socket()
@@ -73,28 +133,48 @@ export function SessionPage(props: { project: string; id: string }) {
       .catch((e) => setError(e.message));
 
   const active = tr.active();
+  // A message the server took shows in its turn's block; until then, here.
+  const pending = outbox.current.filter((m) => !tr.turns.has(m.turn));
   return (
     <section class="session" data-cursor={tr.cursor} data-resumes={resumes}>
       <h1>{session?.title || "Session"}</h1>
       {conn !== "open" && (
         <div class="banner" role="status" data-testid="conn-banner">
-          {conn === "lost" ? "Connection lost — reconnecting; nothing you sent is lost." : "Connecting…"}
+          {conn === "lost"
+            ? "Connection lost — reconnecting. What you send now is sent, in order, once the connection is back."
+            : "Connecting…"}
         </div>
       )}
       {error && <div class="error" role="alert">{error}</div>}
       <ol class="transcript" aria-live="polite">
-        {tr.entries.map((e) => (
-          <EntryView key={e.key} e={e} />
+        {tr.blocks().map((b) => (
+          <li key={b.turn.id} class="turn-block" data-turn={b.turn.id} data-state={b.turn.state}>
+            <ol>
+              {b.entries.map((e) => (
+                <EntryView key={e.key} e={e} />
+              ))}
+            </ol>
+          </li>
+        ))}
+        {pending.map((m) => (
+          <li key={m.turn} class="turn-block pending" data-turn={m.turn} data-state={m.state}>
+            <ol>
+              <li class="msg user">
+                <Markdown src={m.text} />
+                <span class="sending">{m.state === "sending" ? "Sending…" : "Waiting for the connection…"}</span>
+              </li>
+            </ol>
+          </li>
         ))}
       </ol>
       <div ref={end} />
-      {active.length > 0 && <TurnList turns={active} sent={sent.current} cancel={cancel} />}
+      {active.length > 0 && <TurnList turns={active} cancel={cancel} />}
       <Composer send={send} running={active.some((t) => t.state === "running")} />
     </section>
   );
 }
 
-function TurnList(props: { turns: Turn[]; sent: Map<string, string>; cancel: (turn: string) => void }) {
+function TurnList(props: { turns: Turn[]; cancel: (turn: string) => void }) {
   return (
     <ul class="turns" aria-label="Turns in progress">
       {props.turns.map((t, i) => (
@@ -107,7 +187,7 @@ function TurnList(props: { turns: Turn[]; sent: Map<string, string>; cancel: (tu
           ) : (
             <>
               <span class="position">Queued · position {i}</span>
-              <span class="sent">{props.sent.get(t.id) ?? ""}</span>
+              <span class="sent">{t.text ?? ""}</span>
               <button class="cancel" onClick={() => props.cancel(t.id)}>Cancel</button>
             </>
           )}
@@ -117,17 +197,13 @@ function TurnList(props: { turns: Turn[]; sent: Map<string, string>; cancel: (tu
   );
 }
 
-function Composer(props: { send: (text: string) => Promise<void>; running: boolean }) {
+function Composer(props: { send: (text: string) => void; running: boolean }) {
   const [text, setText] = useState("");
-  const submit = async () => {
+  const submit = () => {
     const t = text.trim();
     if (!t) return;
     setText("");
-    try {
-      await props.send(t);
-    } catch {
-      setText(t);
-    }
+    props.send(t);
   };
   return (
     <form
@@ -183,7 +259,7 @@ function EntryView({ e }: { e: Entry }) {
         </li>
       );
     case "tool": {
-      const status = e.result === undefined ? "running" : e.isError ? "failed" : "ok";
+      const status = e.result !== undefined ? (e.isError ? "failed" : "ok") : e.ended ? (e.ended === "cancelled" ? "cancelled" : "interrupted") : "running";
       let changeset = "";
       if (e.name === "propose_changeset" && status === "ok") {
         try {
