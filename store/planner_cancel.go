@@ -40,7 +40,9 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM planner_sessions WHERE id = $1 FOR UPDATE`, s.ID); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT `+turnColumns+`, enqueued_at IS NOT NULL FROM planner_turns
+		// A ready turn may have a task: the dispatcher enqueues without a
+		// mark in Postgres.
+		rows, err := tx.Query(ctx, `SELECT `+turnColumns+`, ready_at IS NOT NULL FROM planner_turns
 			WHERE session_id = $1 AND finished_at IS NULL AND ($2 = '' OR id::text = $2)
 			ORDER BY position DESC`, s.ID, turnID)
 		if err != nil {

@@ -183,17 +183,18 @@ const claimLock = `SELECT s.lease_owner IS NOT NULL AND s.lease_expires_at > now
 	WHERE s.id = (SELECT session_id FROM planner_turns WHERE id = $1) FOR UPDATE OF s`
 
 // claimWrite takes the lease of session $1 for owner $2 with token $3 for
-// $4, moves its cursor by $5, and starts turn $6.
+// $4, moves its cursor by $5, and starts turn $6, marking it dispatched if
+// nothing did: the fair dispatcher enqueues without a mark.
 const claimWrite = `WITH s AS (UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
 		lease_expires_at = now() + $4::interval, next_cursor = next_cursor + $5 WHERE id = $1)
-	UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
+	UPDATE planner_turns SET status = 'running', attempts = attempts + 1, enqueued_at = COALESCE(enqueued_at, now()),
 		started_at = COALESCE(started_at, now()) WHERE id = $6`
 
 // claimWriteStarted is claimWrite that also stores the turn's started
 // output, at cursor $7 with data $8 and time $9.
 const claimWriteStarted = `WITH s AS (UPDATE planner_sessions SET lease_owner = $2, lease_token = $3,
 		lease_expires_at = now() + $4::interval, next_cursor = next_cursor + $5 WHERE id = $1),
-	t AS (UPDATE planner_turns SET status = 'running', attempts = attempts + 1,
+	t AS (UPDATE planner_turns SET status = 'running', attempts = attempts + 1, enqueued_at = COALESCE(enqueued_at, now()),
 		started_at = COALESCE(started_at, now()) WHERE id = $6)
 	INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
 	VALUES ($1, $7, $6, 'started', $8, $9)`

@@ -9,12 +9,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Fair scheduling (migration 00106). A session's next turn is ready from the
-// transaction that makes it the next (send, finish, cancel); the
-// dispatcher, one per deployment, marks ready turns dispatched as worker
-// slots free up, fairly across organizations, projects and humans, and
-// only then enqueues their tasks. With direct dispatch (scheduler.mode =
-// "fifo") a turn is dispatched in the statement that makes it ready.
+// Fair scheduling (migrations 00106, 00109). A session's next turn is ready
+// from the transaction that makes it the next (send, finish, cancel); the
+// dispatcher, one per deployment, enqueues the tasks of ready turns as
+// worker slots free up, fairly across organizations, projects and humans,
+// and keeps in memory which it dispatched: it writes nothing to Postgres
+// per turn. The worker's claim marks a turn dispatched (enqueued_at) if
+// nothing did before; until then the dispatcher itself sees to it that the
+// task reaches a worker (DispatchConn.Unclaimed). With direct dispatch
+// (scheduler.mode = "fifo") a turn is marked dispatched in the statement
+// that makes it ready.
 
 // SetDirectDispatch makes a turn dispatched in the statement that makes it
 // ready (scheduler.mode = "fifo"): its task is enqueued right after commit,
@@ -58,12 +62,17 @@ type DispatchTurn struct {
 	Project      string
 	Human        string
 	Batch        bool
-	Dispatched   bool
-	ReadyAt      time.Time
+	// Dispatched is true for a turn marked dispatched: by a worker's
+	// claim, or by direct dispatch. A turn the dispatcher enqueued and no
+	// worker claimed yet reads as ready.
+	Dispatched bool
+	ReadyAt    time.Time
+	// RequestID is the api request that sent the turn, for its task.
+	RequestID string
 }
 
-// DispatchedTurn is a turn the dispatcher just dispatched: enqueue its task.
-type DispatchedTurn struct {
+// UnclaimedTurn is a turn the dispatcher enqueued that no worker claimed.
+type UnclaimedTurn struct {
 	Session   string
 	Turn      string
 	RequestID string
@@ -88,15 +97,9 @@ type DispatchConn struct {
 	conn *pgx.Conn
 }
 
-// OpenDispatchConn opens a dispatcher connection. Its commits do not wait
-// for the WAL to reach disk (synchronous_commit off): a dispatch mark lost
-// in a Postgres crash leaves the turn ready, the next leader dispatches it
-// again, and the task's id (the turn's) makes that enqueue a no-op while
-// the first task waits or runs; the turn's lease keeps it from running
-// twice. The worker's claim commits synchronously, and so makes the mark
-// durable before the turn starts.
+// OpenDispatchConn opens a dispatcher connection; it only reads.
 func (db *DB) OpenDispatchConn(ctx context.Context) (*DispatchConn, error) {
-	conn, err := db.connectOwn(ctx, DispatchListenerName, map[string]string{"synchronous_commit": "off"})
+	conn, err := db.connectOwn(ctx, DispatchListenerName, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: dispatch connection: %w", err)
 	}
@@ -146,7 +149,7 @@ func (c *DispatchConn) TryLead(ctx context.Context) (bool, error) {
 // dispatchSnapshot reads every ready turn and every dispatched one that has
 // not ended, oldest ready first.
 const dispatchSnapshot = `SELECT t.id, t.session_id, p.organization_id, t.project_id, t.author,
-		t.priority = 'batch', t.enqueued_at IS NOT NULL, t.ready_at
+		t.priority = 'batch', t.enqueued_at IS NOT NULL, t.ready_at, COALESCE(t.request_id, '')
 	FROM planner_turns t JOIN projects p ON p.id = t.project_id
 	WHERE t.finished_at IS NULL AND t.ready_at IS NOT NULL
 	ORDER BY t.ready_at, t.position, t.id`
@@ -166,7 +169,7 @@ func (c *DispatchConn) Snapshot(ctx context.Context) ([]DispatchTurn, error) {
 
 func scanDispatchTurn(row pgx.Row) (DispatchTurn, error) {
 	var t DispatchTurn
-	err := row.Scan(&t.ID, &t.Session, &t.Organization, &t.Project, &t.Human, &t.Batch, &t.Dispatched, &t.ReadyAt)
+	err := row.Scan(&t.ID, &t.Session, &t.Organization, &t.Project, &t.Human, &t.Batch, &t.Dispatched, &t.ReadyAt, &t.RequestID)
 	return t, err
 }
 
@@ -180,22 +183,22 @@ func (c *DispatchConn) Slots(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Dispatch marks the turns dispatched and returns those it marked: a turn
-// that ended meanwhile, or that another dispatcher took, is left out.
-func (c *DispatchConn) Dispatch(ctx context.Context, ids []string) ([]DispatchedTurn, error) {
-	rows, err := c.conn.Query(ctx, `UPDATE planner_turns SET enqueued_at = now()
-		WHERE id = ANY ($1::uuid[]) AND finished_at IS NULL AND ready_at IS NOT NULL AND enqueued_at IS NULL
-		RETURNING session_id, id, COALESCE(request_id, '')`, ids)
+// Unclaimed returns those of the turns (ids) that are open and still
+// queued, unclaimed by any worker: their tasks may not have reached the
+// queue, or a worker that took one died before claiming the turn.
+func (c *DispatchConn) Unclaimed(ctx context.Context, ids []string) ([]UnclaimedTurn, error) {
+	rows, err := c.conn.Query(ctx, `SELECT session_id, id, COALESCE(request_id, '') FROM planner_turns
+		WHERE id = ANY ($1::uuid[]) AND finished_at IS NULL AND status = 'queued'`, ids)
 	if err != nil {
-		return nil, fmt.Errorf("store: dispatch: %w", err)
+		return nil, fmt.Errorf("store: unclaimed turns: %w", err)
 	}
-	out, err := collect(rows, func(row pgx.Row) (DispatchedTurn, error) {
-		var d DispatchedTurn
-		err := row.Scan(&d.Session, &d.Turn, &d.RequestID)
-		return d, err
+	out, err := collect(rows, func(row pgx.Row) (UnclaimedTurn, error) {
+		var u UnclaimedTurn
+		err := row.Scan(&u.Session, &u.Turn, &u.RequestID)
+		return u, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: dispatch: %w", err)
+		return nil, fmt.Errorf("store: unclaimed turns: %w", err)
 	}
 	return out, nil
 }
@@ -260,4 +263,6 @@ type DispatchNote struct {
 	// Dispatched is true for a turn made ready and dispatched at once
 	// (direct dispatch).
 	Dispatched bool `json:"d"`
+	// RequestID is the api request that sent the turn.
+	RequestID string `json:"q"`
 }

@@ -57,7 +57,9 @@ func (db *DB) StaleLeases(ctx context.Context, limit int) ([]TurnRef, error) {
 // only recheck later.
 //
 // Only a session's next turn is ever marked enqueued, in the transaction
-// that makes it the next (send, finish, cancel), so the sweep reads the
+// that makes it the next (send, finish, cancel) with direct dispatch; the
+// fair dispatcher marks nothing and sees to its own dispatches
+// (worker/dispatch). So the sweep reads the
 // planner_turns_due_heads_idx index of those turns, oldest first, and never
 // the backlog behind them.
 func (db *DB) TakeDueHeads(ctx context.Context, recheck time.Duration, limit int) ([]TurnRef, error) {

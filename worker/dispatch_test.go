@@ -55,18 +55,17 @@ func (e *env) sendAs(caller store.Caller, project, text, priority string) (sessi
 	return s.ID, res.Turn
 }
 
-// turnTimes are a turn's dispatch, start and end as stored.
+// turnTimes are a turn's start and end as stored.
 type turnTimes struct {
 	id                 string
 	project            string
-	dispatched         time.Time
 	started, finished  time.Time
 	status, doneReason string
 }
 
 func (e *env) turnTimes(ids []string) []turnTimes {
 	e.t.Helper()
-	rows, err := e.db.Pool().Query(context.Background(), `SELECT t.id::text, p.key, t.enqueued_at, t.started_at,
+	rows, err := e.db.Pool().Query(context.Background(), `SELECT t.id::text, p.key, t.started_at,
 		t.finished_at, t.status, COALESCE(t.done_reason, '') FROM planner_turns t JOIN projects p ON p.id = t.project_id
 		WHERE t.id = ANY ($1::uuid[]) ORDER BY t.started_at, t.id`, ids)
 	must(e.t, err)
@@ -74,11 +73,8 @@ func (e *env) turnTimes(ids []string) []turnTimes {
 	var out []turnTimes
 	for rows.Next() {
 		var tt turnTimes
-		var d, s, f *time.Time
-		must(e.t, rows.Scan(&tt.id, &tt.project, &d, &s, &f, &tt.status, &tt.doneReason))
-		if d != nil {
-			tt.dispatched = *d
-		}
+		var s, f *time.Time
+		must(e.t, rows.Scan(&tt.id, &tt.project, &s, &f, &tt.status, &tt.doneReason))
 		if s != nil {
 			tt.started = *s
 		}
@@ -217,8 +213,8 @@ func TestFairCancelOfAHeldTurn(t *testing.T) {
 	e.waitDone(busy, running)
 	next := e.send(s, "after")
 	e.waitDone(s, next.Turn)
-	if tt := e.turnTimes([]string{held}); tt[0].status != "cancelled" || !tt[0].started.IsZero() || !tt[0].dispatched.IsZero() {
-		t.Fatalf("held turn %+v, want cancelled, never dispatched or started", tt[0])
+	if tt := e.turnTimes([]string{held}); tt[0].status != "cancelled" || !tt[0].started.IsZero() {
+		t.Fatalf("held turn %+v, want cancelled, never started", tt[0])
 	}
 }
 

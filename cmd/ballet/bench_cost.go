@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/internal/cputime"
@@ -24,6 +25,9 @@ type turnCost struct {
 	modelCPU    time.Duration // the fake model's process, not in the total
 	pgCPU       time.Duration // the bench database's backends
 	pgDispatch  time.Duration // of which the dispatcher's own connections'
+	// dispatchGo is the Go CPU of the dispatcher's goroutines, and
+	// dispatchEnqueue the part of it spent enqueueing tasks.
+	dispatchGo, dispatchEnqueue time.Duration
 	pgCPUOK     bool
 	pgBackends  [2]int // at the start, at the end
 	pgTLS       int    // of the backends at the end, those on TLS
@@ -46,6 +50,8 @@ type costMeter struct {
 	counter *pgCounter
 	model   *fakeProcess
 	pids    []int32 // the backends at the end
+	// reg, when set, has the dispatcher's CPU counter.
+	reg prometheus.Gatherer
 
 	start     time.Time
 	goCPU     time.Duration
@@ -55,6 +61,7 @@ type costMeter struct {
 	redisCPU  time.Duration
 	redisCmds map[string]int64
 	driver    pgCounts
+	dispatch  [2]time.Duration // the dispatcher's Go CPU: all of it, enqueueing
 	cost      turnCost
 }
 
@@ -77,6 +84,9 @@ func (m *costMeter) begin(ctx context.Context) error {
 		return err
 	}
 	m.driver = m.counter.counts()
+	if m.dispatch, err = dispatcherCPU(m.reg); err != nil {
+		return err
+	}
 	m.goCPU, m.modelCPU = cputime.Process(), m.model.cpu()
 	m.start = time.Now()
 	return nil
@@ -87,6 +97,11 @@ func (m *costMeter) stop(ctx context.Context, turns int) error {
 	c := &m.cost
 	c.turns, c.took = turns, time.Since(m.start)
 	c.goCPU, c.modelCPU = cputime.Process()-m.goCPU, m.model.cpu()-m.modelCPU
+	dc, err := dispatcherCPU(m.reg)
+	if err != nil {
+		return err
+	}
+	c.dispatchGo, c.dispatchEnqueue = dc[0]-m.dispatch[0], dc[1]-m.dispatch[1]
 	d := m.counter.counts()
 	c.driver = pgCounts{d.statements - m.driver.statements, d.roundTrips - m.driver.roundTrips,
 		d.commits - m.driver.commits, d.connects - m.driver.connects}
@@ -140,6 +155,35 @@ func (m *costMeter) finish(ctx context.Context) (turnCost, error) {
 	}
 	m.cost.commits = n - m.commits
 	return m.cost, nil
+}
+
+// dispatcherCPU reads ballet_planner_dispatcher_cpu_seconds_total from
+// reg: its sum over the work labels, and its enqueue part; zero without a
+// registry.
+func dispatcherCPU(reg prometheus.Gatherer) ([2]time.Duration, error) {
+	var out [2]time.Duration
+	if reg == nil {
+		return out, nil
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		return out, fmt.Errorf("bench: read the metrics: %w", err)
+	}
+	for _, f := range families {
+		if f.GetName() != "ballet_planner_dispatcher_cpu_seconds_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			d := time.Duration(m.GetCounter().GetValue() * float64(time.Second))
+			out[0] += d
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "work" && l.GetValue() == "enqueue" {
+					out[1] += d
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // sampleRedis reads used_cpu_sys + used_cpu_user and the calls of each

@@ -107,9 +107,9 @@ func openFairnessEnv(ctx context.Context, cfg Config, fifo, metered bool, model 
 		bd.close(ctx, false)
 		return nil, err
 	}
-	meter := &costMeter{bd: bd, rdb: rt.rdb, pool: rt.db.Pool(), counter: counter, model: model}
+	meter := &costMeter{bd: bd, rdb: rt.rdb, pool: rt.db.Pool(), counter: counter, model: model, reg: rt.reg}
 	began := false
-	env := &benchfair.Env{DB: rt.db, Redis: rt.rdb}
+	env := &benchfair.Env{DB: rt.db, Redis: rt.rdb, Registry: rt.reg}
 	if metered {
 		env.Begin = func(ctx context.Context) error { began = true; return meter.begin(ctx) }
 		env.Stop = meter.stop
@@ -132,7 +132,7 @@ func openFairnessEnv(ctx context.Context, cfg Config, fifo, metered bool, model 
 		if c.pgssCalls >= 0 {
 			stmts = c.pgssCalls
 		}
-		return benchfair.Cost{Turns: c.turns, Took: c.took, GoCPU: c.goCPU, PGCPU: c.pgCPU, PGDispatchCPU: c.pgDispatch, PGCPUOK: c.pgCPUOK,
+		return benchfair.Cost{Turns: c.turns, Took: c.took, GoCPU: c.goCPU, PGCPU: c.pgCPU, PGDispatchCPU: c.pgDispatch, DispatchGoCPU: c.dispatchGo, DispatchEnqueueCPU: c.dispatchEnqueue, PGCPUOK: c.pgCPUOK,
 			RedisCPU: c.redisCPU, Statements: stmts, RedisCmds: cmds}, nil
 	}
 	return env, nil

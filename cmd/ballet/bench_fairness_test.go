@@ -35,11 +35,16 @@ func TestBenchFairnessPrintsTheTable(t *testing.T) {
 		"| admission | FLOOD (11 projects) accepted / refused (total 40, per project 5, per organization 20) |",
 		"| admission | OTHER's 5 sends over 200ms: refused |",
 		"| cost | CPU per turn, total |", "| cost | statements per turn |", "| cost | Redis commands per turn |",
-		"| cost | dispatcher: CPU per turn fair − fifo |",
+		"| cost | whole run: CPU per turn fair − fifo |",
+		"| cost | dispatcher: CPU it adds per turn (Go but enqueueing, and its Postgres) |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// The dispatcher's own CPU is read: its goroutines' and its backends'.
+	if m := regexp.MustCompile(`\| cost \| dispatcher: Go CPU per turn \(of it enqueueing, which fifo does elsewhere\) \| ([0-9.]+) ms`).FindStringSubmatch(out); m == nil || m[1] == "0.000" {
+		t.Errorf("the dispatcher's Go CPU is not read:\n%s", out)
 	}
 	// The cap is a hard limit, whatever the timing.
 	if !regexp.MustCompile(`\| caps \| max running turns of the weight-3 organization \(max_running_turns = 1\) \| [01] \|`).MatchString(out) {

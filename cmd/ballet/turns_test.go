@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
@@ -31,6 +33,8 @@ type stack struct {
 	planner *tasks.Planner
 	human   store.Caller
 	session string
+	rdb     redis.UniversalClient
+	names   tasks.Names
 }
 
 func newStack(t *testing.T, script string) *stack {
@@ -58,7 +62,7 @@ func newStack(t *testing.T, script string) *stack {
 	must(t, err)
 	pr, err := db.Principal(ctx, "ann@example.com")
 	must(t, err)
-	s := &stack{t: t, db: db, fake: fake, human: store.HumanCaller(pr)}
+	s := &stack{t: t, db: db, fake: fake, human: store.HumanCaller(pr), rdb: rdb, names: tasks.Names{Namespace: rc.Namespace}}
 	sess, err := db.CreateSession(ctx, s.human, "WEB", "plan")
 	must(t, err)
 	s.session = sess.ID

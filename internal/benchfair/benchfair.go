@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/gateway/llm"
@@ -66,8 +67,12 @@ type Cost struct {
 	// connections: the one that holds its lock, reads and dispatches, and
 	// its LISTEN.
 	PGDispatchCPU time.Duration
-	PGCPUOK       bool
-	Statements, RedisCmds      int64
+	// DispatchGoCPU is the Go CPU of the dispatcher's goroutines, and
+	// DispatchEnqueueCPU the part of it that enqueues tasks, which fifo
+	// mode does elsewhere.
+	DispatchGoCPU, DispatchEnqueueCPU time.Duration
+	PGCPUOK                           bool
+	Statements, RedisCmds             int64
 }
 
 // Env is a fresh, migrated database with a Redis client, opened by the
@@ -75,6 +80,9 @@ type Cost struct {
 type Env struct {
 	DB    *store.DB
 	Redis redis.UniversalClient
+	// Registry, when set, takes the worker's metrics, the dispatcher's
+	// CPU counter among them.
+	Registry *prometheus.Registry
 	// Begin and Stop bracket the metered turns (nil: not metered).
 	Begin func(ctx context.Context) error
 	Stop  func(ctx context.Context, turns int) error
@@ -136,7 +144,7 @@ func newRig(ctx context.Context, d Deps, mode string, metered bool, concurrency 
 	pc := d.Planner
 	pc.Skill = ""
 	r.worker, err = worker.New(wc, pc, d.Shutdown, worker.Deps{DB: env.DB, Redis: env.Redis, Queue: r.queue, Publisher: r.pub,
-		Tools: reg, Log: log, Scheduler: dispatch.Config{Mode: mode},
+		Tools: reg, Log: log, Scheduler: dispatch.Config{Mode: mode}, Registry: env.Registry,
 		Model: worker.GatewayModel{Client: llm.NewClient(modelURL, []byte("bench"), nil)}})
 	if err != nil {
 		r.close(ctx)

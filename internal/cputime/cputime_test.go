@@ -1,6 +1,7 @@
 package cputime_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -21,6 +22,23 @@ func TestProcessCountsWork(t *testing.T) {
 		}
 		for range 1 << 16 {
 			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+}
+
+// Work on a locked thread shows up in its CPU time.
+func TestThreadCountsItsOwnWork(t *testing.T) {
+	t.Parallel()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := cputime.Thread()
+	x := uint64(1)
+	for deadline := time.Now().Add(10 * time.Second); cputime.Thread()-start < 5*time.Millisecond; {
+		if time.Now().After(deadline) {
+			t.Fatalf("thread CPU time grew by %s through 10 s of work (%d)", cputime.Thread()-start, x)
+		}
+		for range 1 << 16 {
+			x = x*6364136223846793005 + 1
 		}
 	}
 }

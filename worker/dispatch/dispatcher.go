@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -27,8 +26,13 @@ const (
 	resyncEvery = 30 * time.Second
 	// tick wakes the leader when nothing else does.
 	tick = 250 * time.Millisecond
-	// batchMax bounds the turns dispatched in one statement.
+	// batchMax bounds the turns dispatched in one step.
 	batchMax = 200
+	// confirmAfter is how long a dispatched turn may stay unclaimed before
+	// the leader makes sure its task is in the queue, and confirmEvery how
+	// often it looks.
+	confirmAfter = 2 * time.Second
+	confirmEvery = time.Second
 	// retryWait is the wait after a failure before the dispatcher connects
 	// again.
 	retryWait = time.Second
@@ -41,9 +45,12 @@ type Store interface {
 }
 
 // Enqueuer puts a dispatched turn's task in the queue; *tasks.Queue
-// provides it.
+// provides it. Enqueue is a no-op when a task with the id exists;
+// EnqueueFresh also enqueues beside a task a worker took and did not
+// finish.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, session, turn, taskID string) error
+	EnqueueFresh(ctx context.Context, session, turn, taskID string) (string, tasks.Resumed, error)
 }
 
 // Dispatcher is one worker process's candidate for dispatching: it campaigns
@@ -65,6 +72,9 @@ type Dispatcher struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// thread and listening measure the CPU of the dispatcher's goroutines:
+	// the one that campaigns and leads, and its listener's.
+	thread, listening *threadMeter
 }
 
 // New builds a dispatcher; m may be shared by the dispatchers of one
@@ -93,6 +103,8 @@ func (d *Dispatcher) Stop() {
 
 func (d *Dispatcher) run(ctx context.Context) {
 	defer close(d.done)
+	d.thread = d.metrics.meter()
+	defer d.thread.stop()
 	for ctx.Err() == nil {
 		conn, err := d.db.OpenDispatchConn(ctx)
 		if err == nil {
@@ -146,6 +158,7 @@ func (d *Dispatcher) note(ctx context.Context, payload string) {
 	d.notes = append(d.notes, n)
 	d.mu.Unlock()
 	d.poke()
+	d.listening.tick()
 }
 
 func (d *Dispatcher) poke() {
@@ -179,7 +192,12 @@ func (d *Dispatcher) lead(ctx context.Context, conn *store.DispatchConn) error {
 		}}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); l.Run(lctx) }()
+	go func() {
+		defer wg.Done()
+		d.listening = d.metrics.meter()
+		defer d.listening.stop()
+		l.Run(lctx)
+	}()
 	defer func() { cancel(); wg.Wait() }()
 	select {
 	case <-ctx.Done():
@@ -198,7 +216,9 @@ func (d *Dispatcher) lead(ctx context.Context, conn *store.DispatchConn) error {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
-		if err := s.step(ctx); err != nil {
+		err := s.step(ctx)
+		d.thread.tick()
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -222,6 +242,9 @@ type session struct {
 	slotsAt  time.Time
 	syncedAt time.Time
 	shownAt  time.Time
+	// confirmedAt is when the leader last looked for dispatched turns
+	// that no worker claimed.
+	confirmedAt time.Time
 	// lastStart is the last dispatch, and paced the wake-up set for the
 	// next one that staggering allows (see dispatch).
 	lastStart time.Time
@@ -250,34 +273,17 @@ func (s *session) step(ctx context.Context) error {
 	if err := s.dispatch(ctx); err != nil {
 		return err
 	}
+	if now.Sub(s.confirmedAt) >= confirmEvery {
+		s.confirmedAt = now
+		if err := s.confirm(ctx, now); err != nil {
+			return err
+		}
+	}
 	if now.Sub(s.shownAt) >= time.Second {
 		s.shownAt = now
 		s.d.metrics.show(s.tree, s.slots, now)
 	}
 	return nil
-}
-
-// staggerShare is the part of the mean time between two slots freeing that
-// staggered starts keep between them: a little less, so that staggering
-// never starts turns slower than the pool frees slots.
-const staggerShare = 0.9
-
-// stagger is the least time between two staggered starts.
-func (s *session) stagger() time.Duration {
-	if s.slots <= 0 {
-		return 0
-	}
-	return time.Duration(staggerShare * s.tree.estimate / float64(s.slots) * float64(time.Second))
-}
-
-// wakeAt makes the loop step again at t.
-func (s *session) wakeAt(t time.Time) {
-	d := max(time.Until(t), time.Millisecond)
-	if s.paced == nil {
-		s.paced = time.AfterFunc(d, s.d.poke)
-		return
-	}
-	s.paced.Reset(d)
 }
 
 // resync rebuilds the tree from Postgres, and reads every key's settings.
@@ -339,7 +345,7 @@ func (s *session) apply(ctx context.Context, notes []store.DispatchNote, now tim
 				fresh = true
 			}
 			s.tree.add(store.DispatchTurn{ID: n.Turn, Session: n.Session, Organization: n.Organization,
-				Project: n.Project, Human: n.Human, Batch: n.Batch, Dispatched: n.Dispatched, ReadyAt: now}, now)
+				Project: n.Project, Human: n.Human, Batch: n.Batch, Dispatched: n.Dispatched, ReadyAt: now, RequestID: n.RequestID}, now)
 		case "e":
 			s.tree.remove(n.Turn, now)
 		case "w":
@@ -350,69 +356,4 @@ func (s *session) apply(ctx context.Context, notes []store.DispatchNote, now tim
 		return s.loadSettings(ctx, reload)
 	}
 	return nil
-}
-
-// dispatch starts a ready turn for every free slot: picked from the tree,
-// marked dispatched in Postgres, then enqueued. A task lost between the two
-// (this process dies, Redis refuses) is enqueued again by the workers'
-// sweepers, which look for dispatched turns that no worker claimed.
-//
-// Starts are staggered while turns are held back: an organization at or
-// over its share of the slots starts at most one turn every stagger(), the
-// time in which the pool frees a slot on average. Turns started together
-// end together, and a pool whose slots all free at once makes a newcomer
-// wait a whole turn for the next; spread out, some slot frees every
-// stagger(). An organization under its share is never held back, and
-// neither is anyone while nothing waits, so a lone organization still
-// fills the pool at once.
-func (s *session) dispatch(ctx context.Context) error {
-	for {
-		free := min(s.slots-s.tree.inflight, batchMax)
-		if free <= 0 {
-			return nil
-		}
-		var picked []*item
-		for range free {
-			now := time.Now()
-			var it *item
-			next := s.lastStart.Add(s.stagger())
-			if s.tree.backlog() > s.slots-s.tree.inflight && now.Before(next) {
-				if it = s.tree.pickUnderShare(now, s.slots); it == nil {
-					s.wakeAt(next)
-					break
-				}
-			} else if it = s.tree.pick(now); it == nil {
-				break
-			}
-			s.lastStart = now
-			picked = append(picked, it)
-		}
-		if len(picked) == 0 {
-			return nil
-		}
-		ids := make([]string, len(picked))
-		for i, it := range picked {
-			ids[i] = it.turn.ID
-		}
-		done, err := s.conn.Dispatch(ctx, ids)
-		if err != nil {
-			return err
-		}
-		marked := make(map[string]bool, len(done))
-		for _, t := range done {
-			marked[t.Turn] = true
-			if err := s.d.queue.Enqueue(llm.WithRequestID(ctx, t.RequestID), t.Session, t.Turn, t.Turn); err != nil {
-				s.d.log.WarnContext(ctx, "dispatcher: enqueue turn; the sweeper will retry", slog.String("turn", t.Turn), slog.Any("error", err))
-			}
-		}
-		now := time.Now()
-		for _, it := range picked {
-			if !marked[it.turn.ID] {
-				// Ended meanwhile, or dispatched by a leader before us.
-				s.tree.remove(it.turn.ID, now)
-				continue
-			}
-			s.d.metrics.dispatched(it, now)
-		}
-	}
 }

@@ -34,6 +34,11 @@ type item struct {
 	// was charged then.
 	started time.Time
 	charged float64
+	// dispatchedAt is when this leader last enqueued its task, and
+	// confirmed whether Postgres showed it claimed (or dispatched by
+	// direct dispatch) since.
+	dispatchedAt time.Time
+	confirmed    bool
 }
 
 // node is one key of the hierarchy: an organization (a child of the root),
@@ -226,10 +231,11 @@ func (t *tree) add(d store.DispatchTurn, now time.Time) {
 			t.unready(it)
 			t.start(it, now, false)
 		}
+		it.confirmed = it.confirmed || d.Dispatched
 		return
 	}
 	human := t.path(d)
-	it := &item{turn: d, human: human}
+	it := &item{turn: d, human: human, confirmed: d.Dispatched}
 	if d.Batch {
 		it.prio = batch
 	}
@@ -265,6 +271,20 @@ func (t *tree) remove(id string, now time.Time) {
 		return
 	}
 	t.unready(it)
+}
+
+// putBack undoes the start of a turn whose task did not reach the queue:
+// it is ready again, first in its human's queue, and its keys get back the
+// slot time they were charged.
+func (t *tree) putBack(it *item) {
+	for n := it.human; n != nil; n = n.parent {
+		n.running--
+		n.vt -= it.charged / n.weight
+		n.ready[it.prio]++
+	}
+	t.inflight--
+	it.inflight, it.charged = false, 0
+	it.human.queue[it.prio] = append([]*item{it}, it.human.queue[it.prio]...)
 }
 
 // unready takes a ready turn off its counts; its queue entry is skipped

@@ -2,9 +2,12 @@ package dispatch
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/balletplanner/ballet/internal/cputime"
 )
 
 // Metrics are the dispatcher's Prometheus series. Only the leading
@@ -19,6 +22,7 @@ type Metrics struct {
 	sent      *prometheus.CounterVec
 	takeovers prometheus.Counter
 	queueWait *prometheus.HistogramVec
+	cpu       *prometheus.CounterVec
 	// shown is when each organization last had turns, so that its series
 	// stay (at 0) for showIdleFor after, and then go.
 	shown map[string]time.Time
@@ -50,11 +54,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ballet_planner_dispatch_wait_seconds",
 			Help:    "From a turn becoming ready to its dispatch, by priority.",
 			Buckets: []float64{.005, .025, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"priority"}),
+		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_planner_dispatcher_cpu_seconds_total",
+			Help: "CPU time of this process's dispatcher goroutines (Linux; 0 elsewhere), by work: enqueue (the tasks' enqueues, which scheduler.mode fifo does in the api and workers) and schedule (the rest)."},
+			[]string{"work"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.backlog, m.oldest, m.inUse, m.pool, m.leader, m.sent, m.takeovers, m.queueWait}
+	cs := []prometheus.Collector{m.backlog, m.oldest, m.inUse, m.pool, m.leader, m.sent, m.takeovers, m.queueWait, m.cpu}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -67,11 +74,57 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.backlog, m.oldest, m.inUse = cs[0].(*prometheus.GaugeVec), cs[1].(*prometheus.GaugeVec), cs[2].(*prometheus.GaugeVec)
 	m.pool, m.leader = cs[3].(prometheus.Gauge), cs[4].(prometheus.Gauge)
 	m.sent, m.takeovers = cs[5].(*prometheus.CounterVec), cs[6].(prometheus.Counter)
-	m.queueWait = cs[7].(*prometheus.HistogramVec)
+	m.queueWait, m.cpu = cs[7].(*prometheus.HistogramVec), cs[8].(*prometheus.CounterVec)
 	for _, p := range []string{"interactive", "batch"} {
 		m.sent.WithLabelValues(p)
 	}
+	for _, w := range []string{workEnqueue, workSchedule} {
+		m.cpu.WithLabelValues(w)
+	}
 	return m, nil
+}
+
+// The dispatcher's work, as ballet_planner_dispatcher_cpu_seconds_total
+// labels it.
+const (
+	workEnqueue  = "enqueue"
+	workSchedule = "schedule"
+)
+
+// threadMeter adds the CPU time of one goroutine, locked to its OS thread,
+// to the dispatcher's CPU counter: all of it to schedule but what enqueue
+// measured apart.
+type threadMeter struct {
+	m    *Metrics
+	last time.Duration
+}
+
+// meter locks the calling goroutine to its thread and starts measuring it.
+func (m *Metrics) meter() *threadMeter {
+	runtime.LockOSThread()
+	return &threadMeter{m: m, last: cputime.Thread()}
+}
+
+// tick counts the thread's CPU since the last tick as schedule work.
+func (t *threadMeter) tick() {
+	now := cputime.Thread()
+	t.m.cpu.WithLabelValues(workSchedule).Add(max(0, now-t.last).Seconds())
+	t.last = now
+}
+
+// enqueue runs fn, a task's enqueue, counting its CPU as enqueue work.
+func (t *threadMeter) enqueue(fn func()) {
+	t.tick()
+	fn()
+	now := cputime.Thread()
+	t.m.cpu.WithLabelValues(workEnqueue).Add(max(0, now-t.last).Seconds())
+	t.last = now
+}
+
+// stop counts the rest and unlocks the thread.
+func (t *threadMeter) stop() {
+	t.tick()
+	runtime.UnlockOSThread()
 }
 
 func (m *Metrics) tookLead() {
