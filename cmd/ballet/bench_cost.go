@@ -19,26 +19,26 @@ import (
 
 // turnCost is what one mode's turns cost, from the samples around them.
 type turnCost struct {
-	turns       int
-	took        time.Duration
-	goCPU       time.Duration
-	modelCPU    time.Duration // the fake model's process, not in the total
-	pgCPU       time.Duration // the bench database's backends
-	pgDispatch  time.Duration // of which the dispatcher's own connections'
+	turns      int
+	took       time.Duration
+	goCPU      time.Duration
+	modelCPU   time.Duration // the fake model's process, not in the total
+	pgCPU      time.Duration // the bench database's backends
+	pgDispatch time.Duration // of which the dispatcher's own connections'
 	// dispatchGo is the Go CPU of the dispatcher's goroutines, and
 	// dispatchEnqueue the part of it spent enqueueing tasks.
 	dispatchGo, dispatchEnqueue time.Duration
-	pgCPUOK     bool
-	pgBackends  [2]int // at the start, at the end
-	pgTLS       int    // of the backends at the end, those on TLS
-	pgServerCPU time.Duration
-	redisCPU    time.Duration
-	driver      pgCounts
-	pgssCalls   int64 // -1 without pg_stat_statements
-	commits     int64
-	dbBytes     int64
-	walBytes    int64
-	redisCmds   map[string]int64
+	pgCPUOK                     bool
+	pgBackends                  [2]int // at the start, at the end
+	pgTLS                       int    // of the backends at the end, those on TLS
+	pgServerCPU                 time.Duration
+	redisCPU                    time.Duration
+	driver                      pgCounts
+	pgssCalls                   int64 // -1 without pg_stat_statements
+	commits                     int64
+	dbBytes                     int64
+	walBytes                    int64
+	redisCmds                   map[string]int64
 }
 
 // costMeter samples the costs of the bench process, the bench database and
