@@ -97,10 +97,15 @@ func runChat(ctx context.Context, o chatOptions, out io.Writer) error {
 		return fmt.Errorf("chat: connect: %w", err)
 	}
 	defer c.Close()
-	if plain {
-		return runPlainChat(ctx, c, tgt, os.Stdin, out)
+	if !plain {
+		return runChatTUI(ctx, c, rest, tgt)
 	}
-	return runChatTUI(ctx, c, rest, tgt)
+	w, err := c.Watch(ctx, tgt.session.ID, 0)
+	if err != nil {
+		return fmt.Errorf("chat: watch session %s: %w", tgt.session.ID, err)
+	}
+	defer w.Close()
+	return runPlainChat(ctx, c, w, c.States(), tgt, os.Stdin, out)
 }
 
 // chatToken is --token, else $BALLET_TOKEN, else the demo token file.

@@ -25,13 +25,9 @@ const quitWindow = 2 * time.Second
 
 // Messages the chat model receives besides keys and sizes.
 type (
-	outputMsg   rpcclient.Output
-	watchEndMsg struct{ err error }
-	stateMsg    rpcclient.State
-	sentMsg     struct {
-		turn string
-		err  error
-	}
+	outputMsg    rpcclient.Output
+	watchEndMsg  struct{ err error }
+	stateMsg     rpcclient.State
 	cancelMsg    struct{ err error }
 	humanTextMsg struct{ turn, text string }
 )
@@ -59,6 +55,12 @@ type chatModel struct {
 	state         rpcclient.State
 	lastInterrupt time.Time
 	notice        string
+
+	// out holds the messages typed here that the server has not taken yet.
+	out outbox
+	// retryBase is the first wait before a failed send is tried again
+	// (sendRetryBase when 0).
+	retryBase time.Duration
 }
 
 // watchFeed is what the chat screen reads of a watch.
@@ -157,10 +159,9 @@ func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			cmds = append(cmds, waitState(m.states))
 		}
 	case sentMsg:
-		if msg.err != nil {
-			delete(m.open, msg.turn)
-			m.tr.note(msg.turn, "✗ not sent: "+msg.err.Error())
-		}
+		cmds = append(cmds, m.sent(msg))
+	case resendMsg:
+		cmds = append(cmds, m.resend(msg))
 	case cancelMsg:
 		if msg.err != nil {
 			m.notice = "cancel failed: " + msg.err.Error()
@@ -195,7 +196,8 @@ func (m chatModel) interrupt() (tea.Model, tea.Cmd) {
 	}
 }
 
-// send sends the composer's text as a new turn.
+// send sends the composer's text as a new turn, after the messages typed
+// before it.
 func (m *chatModel) send() tea.Cmd {
 	text := strings.TrimSpace(m.ta.Value())
 	if text == "" {
@@ -206,11 +208,7 @@ func (m *chatModel) send() tea.Cmd {
 	m.open[turn] = true
 	m.tr.human(turn, text)
 	m.notice = ""
-	conn, ctx, session := m.conn, m.ctx, m.tgt.session.ID
-	return func() tea.Msg {
-		_, err := conn.Send(ctx, session, text, turn)
-		return sentMsg{turn: turn, err: err}
-	}
+	return m.queueSend(turn, text)
 }
 
 // apply adds an output to the transcript.
@@ -234,10 +232,7 @@ func (m *chatModel) apply(o rpcclient.Output) tea.Cmd {
 	case store.OutputQueued:
 		m.open[o.Turn] = true
 		if !m.tr.shown(o.Turn) {
-			m.tr.human(o.Turn, m.tgt.human[o.Turn])
-			if _, known := m.tgt.human[o.Turn]; !known && m.rest != nil {
-				cmd = m.loadHuman(o.Turn)
-			}
+			cmd = m.showHuman(o)
 		}
 		if o.Position != nil && *o.Position > 0 {
 			m.tr.note(o.Turn, fmt.Sprintf("queued (position %d)", *o.Position))
@@ -260,6 +255,23 @@ func (m *chatModel) apply(o rpcclient.Output) tea.Cmd {
 		}
 	}
 	return cmd
+}
+
+// showHuman shows the human's message of a turn seen first by its queued
+// output, which carries it; for a server that does not send it, the text
+// comes from the session loaded at the start or, for a turn sent since,
+// from the REST API.
+func (m *chatModel) showHuman(o rpcclient.Output) tea.Cmd {
+	if text := blocksText(o.Content); text != "" {
+		m.tr.human(o.Turn, text)
+		return nil
+	}
+	text, known := m.tgt.human[o.Turn]
+	m.tr.human(o.Turn, text)
+	if known || m.rest == nil {
+		return nil
+	}
+	return m.loadHuman(o.Turn)
 }
 
 // loadHuman fetches the text of a turn sent by another client.

@@ -18,6 +18,7 @@ import (
 type fakeConn struct {
 	mu        sync.Mutex
 	sent      []string
+	turns     []string // the turn id of each of sent
 	cancelled []string
 }
 
@@ -25,6 +26,7 @@ func (f *fakeConn) Send(_ context.Context, _, text, turn string) (rpcclient.Send
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sent = append(f.sent, text)
+	f.turns = append(f.turns, turn)
 	return rpcclient.SendResult{Turn: turn}, nil
 }
 
@@ -85,7 +87,7 @@ func TestChatScreenShowsOutputs(t *testing.T) {
 			outputMsg{Turn: "t1", Type: "started"},
 			outputMsg{Turn: "t1", Type: "tool_call", Tool: "search_project", ToolUseID: "u1", Input: json.RawMessage(`{}`)},
 			outputMsg{Turn: "t1", Type: "done", Text: "cancelled"},
-		}, []string{"✗ search_project: interrupted", "— cancelled", "Enter sends"}, []string{"⟳"}},
+		}, []string{"✗ search_project: cancelled", "— cancelled", "Enter sends"}, []string{"⟳"}},
 		{"tool running then failed", []tea.Msg{
 			outputMsg{Turn: "t1", Type: "tool_call", Tool: "search_project", ToolUseID: "u1", Input: json.RawMessage(`{}`)},
 			outputMsg{Turn: "t1", Type: "tool_result", Tool: "search_project", ToolUseID: "u1", IsError: true, Text: "boom\nmore"},

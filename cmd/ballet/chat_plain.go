@@ -17,21 +17,14 @@ import (
 	"github.com/balletplanner/ballet/store"
 )
 
-// plainClient is what plain mode needs of the connection.
-type plainClient interface {
-	plannerConn
-	Watch(ctx context.Context, session string, fromCursor int64) (*rpcclient.Watch, error)
-	States() <-chan rpcclient.State
-}
-
 // runPlainChat sends each line of in as a message and prints the outputs of
 // the turns it sent as lines; at EOF it returns once they are all done.
-func runPlainChat(ctx context.Context, c plainClient, tgt chatTarget, in io.Reader, out io.Writer) error {
-	w, err := c.Watch(ctx, tgt.session.ID, 0)
-	if err != nil {
-		return fmt.Errorf("chat: watch session %s: %w", tgt.session.ID, err)
-	}
-	defer w.Close()
+// The lines are sent one after another in the order read, each once the
+// server took the one before it, while the outputs keep being printed.
+func runPlainChat(ctx context.Context, conn plannerConn, w watchFeed, states <-chan rpcclient.State,
+	tgt chatTarget, in io.Reader, out io.Writer) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -45,11 +38,19 @@ func runPlainChat(ctx context.Context, c plainClient, tgt chatTarget, in io.Read
 			}
 		}
 	}()
+	jobs := make(chan outgoing)
+	results := make(chan sentMsg)
+	go sendInOrder(ctx, conn, tgt.session.ID, jobs, results)
 	mine := map[string]bool{} // the turns this chat sent
 	open := map[string]bool{} // those without their done yet
+	var queue []outgoing      // read, not yet handed to the sender
 	eof := false
-	states := c.States()
 	for {
+		var toSender chan<- outgoing
+		var next outgoing
+		if len(queue) > 0 {
+			toSender, next = jobs, queue[0]
+		}
 		select {
 		case line, ok := <-lines:
 			if !ok {
@@ -64,13 +65,16 @@ func runPlainChat(ctx context.Context, c plainClient, tgt chatTarget, in io.Read
 			}
 			turn := uuid.NewString()
 			mine[turn], open[turn] = true, true
-			res, err := c.Send(ctx, tgt.session.ID, line, turn)
-			if err != nil {
-				return fmt.Errorf("chat: send: %w", err)
+			queue = append(queue, outgoing{turn: turn, text: line})
+		case toSender <- next:
+			queue = queue[1:]
+		case r := <-results:
+			if r.err != nil && ctx.Err() == nil {
+				return fmt.Errorf("chat: send: %w", r.err)
 			}
-			if res.Turn != "" && res.Turn != turn {
-				delete(open, turn)
-				mine[res.Turn], open[res.Turn] = true, true
+			if r.res.Turn != "" && r.res.Turn != r.turn {
+				delete(open, r.turn)
+				mine[r.res.Turn], open[r.res.Turn] = true, true
 			}
 		case o, ok := <-w.Outputs():
 			if !ok {
@@ -103,7 +107,7 @@ func runPlainChat(ctx context.Context, c plainClient, tgt chatTarget, in io.Read
 		case <-ctx.Done():
 			if len(open) > 0 {
 				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := c.Cancel(cctx, tgt.session.ID, "")
+				err := conn.Cancel(cctx, tgt.session.ID, "")
 				cancel()
 				if err != nil {
 					return fmt.Errorf("chat: interrupted; cancel the running turns: %w", err)
@@ -111,6 +115,41 @@ func runPlainChat(ctx context.Context, c plainClient, tgt chatTarget, in io.Read
 				return errors.New("chat: interrupted; the session's open turns were cancelled")
 			}
 			return errors.New("chat: interrupted")
+		}
+	}
+}
+
+// sendInOrder sends the messages of jobs one after another until ctx ends,
+// and reports each one's result on results before it takes the next. A
+// failure worth another try (sendRetry) is tried again with the same turn
+// id after a wait.
+func sendInOrder(ctx context.Context, conn plannerConn, session string, jobs <-chan outgoing, results chan<- sentMsg) {
+	for {
+		var job outgoing
+		select {
+		case job = <-jobs:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			res, err := conn.Send(ctx, session, job.text, job.turn)
+			hint, retry := sendRetry(err)
+			if err == nil || !retry || ctx.Err() != nil {
+				select {
+				case results <- sentMsg{turn: job.turn, res: res, err: err}:
+				case <-ctx.Done():
+					return
+				}
+				break
+			}
+			job.tries++
+			t := time.NewTimer(retryWait(sendRetryBase, job.tries, hint))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
 		}
 	}
 }

@@ -46,29 +46,105 @@ type entry struct {
 	errText    string
 }
 
-// transcript is what the chat screen shows, built from the outputs.
-type transcript struct {
+// turnBlock is the entries of one turn, in the order they came, or one
+// entry without a turn.
+type turnBlock struct {
+	turn    string
 	entries []*entry
-	humans  map[string]*entry // by turn
-	live    map[string]*entry // the answer streaming in, by turn
-	tools   map[string]*entry // by tool_use_id
+}
+
+// transcript is what the chat screen shows, built from the outputs: one
+// block per turn, in the order the turns were first seen (the order they
+// were queued in), whatever the order their outputs interleave in.
+type transcript struct {
+	blocks []*turnBlock
+	turns  map[string]*turnBlock // by turn
+	humans map[string]*entry     // by turn
+	live   map[string]*entry     // the answer streaming in, by turn
+	tools  map[string]*entry     // by tool_use_id
+	// ended holds the turns that are done, with the state their tools
+	// that never finished are shown in.
+	ended map[string]string
 }
 
 func newTranscript() transcript {
-	return transcript{humans: map[string]*entry{}, live: map[string]*entry{}, tools: map[string]*entry{}}
+	return transcript{turns: map[string]*turnBlock{}, humans: map[string]*entry{}, live: map[string]*entry{},
+		tools: map[string]*entry{}, ended: map[string]string{}}
 }
 
+// block is the turn's block, added at the end when the turn is new.
+func (t *transcript) block(turn string) *turnBlock {
+	b := t.turns[turn]
+	if b == nil {
+		b = &turnBlock{turn: turn}
+		t.blocks = append(t.blocks, b)
+		t.turns[turn] = b
+	}
+	return b
+}
+
+// add appends e to its turn's block; an entry without a turn is a block
+// of its own at the end.
 func (t *transcript) add(e *entry) *entry {
-	t.entries = append(t.entries, e)
+	if e.turn == "" {
+		t.blocks = append(t.blocks, &turnBlock{entries: []*entry{e}})
+		return e
+	}
+	b := t.block(e.turn)
+	b.entries = append(b.entries, e)
 	return e
 }
 
-// human shows a human's message of a turn (once per turn).
+// human shows a human's message of a turn (once per turn), first in the
+// turn's block.
 func (t *transcript) human(turn, text string) {
 	if e := t.humans[turn]; e != nil {
 		return
 	}
-	t.humans[turn] = t.add(&entry{kind: entryHuman, turn: turn, text: text})
+	e := &entry{kind: entryHuman, turn: turn, text: text}
+	t.humans[turn] = e
+	if turn == "" {
+		t.add(e)
+		return
+	}
+	b := t.block(turn)
+	b.entries = append([]*entry{e}, b.entries...)
+}
+
+// rename gives turn from the id to the server chose for it. Outputs the
+// server sent under to already join the block of from, which keeps its
+// place and its human's message.
+func (t *transcript) rename(from, to string) {
+	b := t.turns[from]
+	if b == nil || from == to {
+		return
+	}
+	delete(t.turns, from)
+	if other := t.turns[to]; other != nil {
+		for _, e := range other.entries {
+			if e.kind != entryHuman {
+				b.entries = append(b.entries, e)
+			}
+		}
+		for i, ob := range t.blocks {
+			if ob == other {
+				t.blocks = append(t.blocks[:i:i], t.blocks[i+1:]...)
+				break
+			}
+		}
+	}
+	b.turn, t.turns[to] = to, b
+	for _, e := range b.entries {
+		e.turn = to
+	}
+	if h := t.humans[from]; h != nil {
+		t.humans[to] = h
+		delete(t.humans, from)
+	}
+	if e := t.live[from]; e != nil {
+		t.live[to] = e
+		delete(t.live, from)
+	}
 }
 
 func (t *transcript) shown(turn string) bool { return t.humans[turn] != nil }
@@ -104,13 +180,20 @@ func (t *transcript) answer(turn, md string) {
 	}
 }
 
+// toolCall shows a tool call as running, or, when its turn is over
+// already, as never finished.
 func (t *transcript) toolCall(turn, id, name, input string) {
 	if t.tools[id] != nil {
 		return
 	}
-	t.tools[id] = t.add(&entry{kind: entryTool, turn: turn, tool: name, input: input})
+	e := t.add(&entry{kind: entryTool, turn: turn, tool: name, input: input})
+	if why, over := t.ended[turn]; over {
+		e.state, e.errText = toolFailed, why
+	}
+	t.tools[id] = e
 }
 
+// toolResult shows how a tool call ended.
 func (t *transcript) toolResult(turn, id, name string, isError bool, text string) {
 	e := t.tools[id]
 	if e == nil {
@@ -128,12 +211,20 @@ func (t *transcript) note(turn, text string) {
 }
 
 // done ends a turn: what streamed stays as it is, tools still running are
-// marked interrupted, and an end other than end_turn is said.
+// marked cancelled (or interrupted, when the turn ended otherwise), and an
+// end other than end_turn is said.
 func (t *transcript) done(turn, reason string) {
 	delete(t.live, turn)
-	for _, e := range t.entries {
-		if e.kind == entryTool && e.turn == turn && e.state == toolRunning {
-			e.state, e.errText = toolFailed, "interrupted"
+	why := "interrupted"
+	if reason == store.ReasonCancelled {
+		why = "cancelled"
+	}
+	t.ended[turn] = why
+	if b := t.turns[turn]; b != nil {
+		for _, e := range b.entries {
+			if e.kind == entryTool && e.state == toolRunning {
+				e.state, e.errText = toolFailed, why
+			}
 		}
 	}
 	switch reason {
@@ -156,7 +247,7 @@ var (
 func (t *transcript) render(width int, md *markdown, spin string) string {
 	var b strings.Builder
 	prev := entryHidden
-	for _, e := range t.entries {
+	for _, e := range t.all() {
 		if e.kind == entryHidden {
 			continue
 		}
@@ -188,6 +279,15 @@ func (t *transcript) render(width int, md *markdown, spin string) string {
 		}
 	}
 	return b.String()
+}
+
+// all is the entries block by block.
+func (t *transcript) all() []*entry {
+	var es []*entry
+	for _, b := range t.blocks {
+		es = append(es, b.entries...)
+	}
+	return es
 }
 
 func toolLine(e *entry, spin string) string {
