@@ -28,7 +28,11 @@ echo "run: applying migrations ($BIN migrate up)"
 echo "run: loading the demo data ($BIN demo)"
 DEMO=$("$BIN" demo --json)
 TOKEN=$(sed -E 's/.*"token": ?"([^"]+)".*/\1/' <<<"$DEMO")
-ADDR=${BALLET_SERVER_ADDR:-:8080}
+# A development server listens on this machine only unless told otherwise
+# (BALLET_SERVER_ADDR=:8080, BALLET_GATEWAY_ADDR=:8082 listen everywhere).
+export BALLET_SERVER_ADDR=${BALLET_SERVER_ADDR:-127.0.0.1:8080}
+export BALLET_GATEWAY_ADDR=${BALLET_GATEWAY_ADDR:-127.0.0.1:8082}
+ADDR=$BALLET_SERVER_ADDR
 PORT=${ADDR##*:}
 echo "run: demo loaded: $DEMO"
 # `ballet chat` reads the token from here when neither --token nor $BALLET_TOKEN is given.
@@ -37,7 +41,7 @@ mkdir -p .dev
 chmod 600 .dev/demo-token
 echo "run: starting $BIN serve (api, worker and gateway; Ctrl-C stops it)"
 cat <<MSG
-run: serving on http://127.0.0.1:$PORT  (health: /healthz, /readyz; metrics: http://${BALLET_METRICS_ADDR:-127.0.0.1:9090}/metrics)
+run: serving on http://127.0.0.1:$PORT, listening on $BALLET_SERVER_ADDR (gateway on $BALLET_GATEWAY_ADDR; health: /healthz, /readyz; metrics: http://${BALLET_METRICS_ADDR:-127.0.0.1:9090}/metrics)
 run: web app  http://127.0.0.1:$PORT/  (sign in by pasting the token $TOKEN)
 run: try  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:$PORT/api/v1/projects/DEMO/runnable
 run: chat with  $BIN chat$( [ "$PORT" = 8080 ] || echo " --url http://127.0.0.1:$PORT")
