@@ -110,4 +110,21 @@ func TestWebAppShowsTheHumansSide(t *testing.T) {
 	pg.until("the human's messages after a reload", fmt.Sprintf(`%s === %q`, userTexts, order))
 	pg.until("Bravo's cancellation after a reload", fmt.Sprintf(`(%s?.querySelector('.marker.done')?.innerText ?? '') === 'Turn ended: cancelled'`, fmt.Sprintf(blockOf, "Bravo")))
 	pg.shot("session-human")
+
+	// The changeset the first turn proposed is rejected with a reason: the
+	// card says so, and the changeset is rejected.
+	card := `.transcript article.changeset[data-status=proposed]`
+	pg.until("the proposed changeset in the session", fmt.Sprintf(`!!document.querySelector(%q)`, card))
+	id := eval[string](pg, fmt.Sprintf(`document.querySelector(%q).dataset.changeset`, card))
+	eval[any](pg, fmt.Sprintf(`document.querySelector('%s button.reject').click()`, card))
+	pg.run("write a reason", chromedp.SendKeys(chromedp.CSS(`textarea[aria-label="Reason for rejecting (optional)"]`), "Not this quarter"))
+	eval[any](pg, `document.querySelector('article.changeset footer.rejecting button.reject.confirm').click()`)
+	pg.until("the rejection confirmed with its reason", fmt.Sprintf(
+		`(document.querySelector('article.changeset[data-changeset=%q][data-status=rejected] .decided')?.innerText ?? '') === 'Rejected — reason: Not this quarter. Nothing in the plan changed.'`, id))
+	var cs struct {
+		Status string `json:"status"`
+	}
+	if s := c.do("GET", "/changesets/"+id, nil, &cs); s != 200 || cs.Status != "rejected" {
+		t.Fatalf("changeset %s after the rejection: %d %+v", id, s, cs)
+	}
 }

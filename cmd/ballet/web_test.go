@@ -228,6 +228,11 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.shot("changeset")
 	pg.run("apply", chromedp.Click(chromedp.CSS(`button.apply`)))
 	pg.until("applied", `!document.querySelector('article.changeset[data-status=proposed]')`)
+	// The applied changeset stays in view and says what was done, with
+	// the new items' keys.
+	pg.until("the apply confirmed with the created items", `(() => { const d = document.querySelector('article.changeset[data-status=applied] .decided');
+		return !!d && d.innerText.startsWith('Applied 2 of 3 operations:') && d.querySelectorAll('ul.made li a[href="/projects/DEMO/board"]').length === 2 &&
+		  [...d.querySelectorAll('ul.made li')].every(li => /^Created DEMO-\d+ “/.test(li.innerText)); })()`)
 	pg.run("applied changesets", chromedp.Navigate(base+"/projects/DEMO/changesets?status=applied"))
 	pg.until("two operations applied", `document.querySelectorAll('article.changeset[data-status=applied] .applied.yes').length === 2`)
 

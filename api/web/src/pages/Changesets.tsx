@@ -13,6 +13,8 @@ export function ChangesetsPage(props: { project: string; status: string }) {
     () => get<Page<Changeset>>(`/projects/${props.project}/changesets?status=${status}`),
     [props.project, status],
   );
+  const [decided, setDecided] = useState<Changeset[]>([]);
+  useEffect(() => setDecided([]), [props.project, status]);
   return (
     <section>
       <h1>Changesets</h1>
@@ -24,8 +26,20 @@ export function ChangesetsPage(props: { project: string; status: string }) {
         ))}
       </nav>
       <ErrorLine error={error} />
-      {data && data.items.length === 0 && <p class="empty">No {status} changesets.</p>}
-      {data?.items.map((c) => <ChangesetCard key={c.id} id={c.id} initial={c} onChange={reload} />)}
+      {data && data.items.length === 0 && decided.length === 0 && <p class="empty">No {status} changesets.</p>}
+      {/* A changeset decided here stays, with what was done, until the page
+          is left: one keyed list, so that its card keeps its state. */}
+      {[...decided, ...(data?.items ?? []).filter((c) => !decided.some((d) => d.id === c.id))].map((c) => (
+        <ChangesetCard
+          key={c.id}
+          id={c.id}
+          initial={c}
+          onChange={(cs) => {
+            setDecided((d) => [...d, cs]);
+            reload();
+          }}
+        />
+      ))}
     </section>
   );
 }
@@ -44,13 +58,53 @@ function refsOf(op: Operation): string[] {
   return out;
 }
 
-export function ChangesetCard(props: { id: string; initial?: Changeset; onChange?: () => void }) {
+/** decidedNotice says what a decision here did. */
+function DecidedNotice(props: { cs: Changeset; reason?: string }) {
+  const { cs } = props;
+  if (cs.status === "rejected") {
+    return (
+      <p class="decided" role="status">
+        Rejected{props.reason ? ` — reason: ${props.reason}` : ""}. Nothing in the plan changed.
+      </p>
+    );
+  }
+  const applied = cs.applied_operations ?? [];
+  const made = (cs.results ?? []).filter((r) => r.item);
+  return (
+    <div class="decided" role="status">
+      <p>
+        Applied {applied.length} of {cs.operations.length} operation{cs.operations.length === 1 ? "" : "s"}
+        {made.length > 0 ? ":" : "."}
+      </p>
+      {made.length > 0 && (
+        <ul class="made">
+          {made.map((r, i) => {
+            const op = cs.operations[applied[(cs.results ?? []).indexOf(r)] ?? i];
+            return (
+              <li key={r.item}>
+                {op?.kind === "create_item" ? "Created " : "Updated "}
+                <Link href={`/projects/${cs.project}/board`}>{r.item}</Link>
+                {op?.create?.title ? ` “${op.create.title}”` : ""}
+              </li>
+            );
+          })}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+export function ChangesetCard(props: { id: string; initial?: Changeset; onChange?: (cs: Changeset) => void }) {
   const [cs, setCs] = useState<Changeset | undefined>(props.initial);
   const [items, setItems] = useState<Record<string, Item>>({});
   const [chosen, setChosen] = useState<Set<number>>(new Set());
   const [error, setError] = useState("");
   const [opErrors, setOpErrors] = useState<Record<number, string>>({});
   const [busy, setBusy] = useState(false);
+  // decided is set once a decision made here succeeded; rejecting holds
+  // the reason being written.
+  const [decided, setDecided] = useState<{ reason?: string }>();
+  const [rejecting, setRejecting] = useState<string>();
 
   const load = () => get<Changeset>(`/changesets/${props.id}`).then(setCs, (e) => setError(e.message));
   useEffect(() => {
@@ -98,8 +152,9 @@ export function ChangesetCard(props: { id: string; initial?: Changeset; onChange
     try {
       const out = await post<Changeset>(`/changesets/${cs.id}/apply`, { operations: [...chosen].sort((a, b) => a - b) });
       setCs(out);
+      setDecided({});
       window.dispatchEvent(new CustomEvent("ballet:changed"));
-      props.onChange?.();
+      props.onChange?.(out);
     } catch (e) {
       explain(e);
     } finally {
@@ -108,9 +163,14 @@ export function ChangesetCard(props: { id: string; initial?: Changeset; onChange
   };
   const reject = async () => {
     setBusy(true);
+    setError("");
+    const reason = (rejecting ?? "").trim();
     try {
-      setCs(await post<Changeset>(`/changesets/${cs.id}/reject`, {}));
-      props.onChange?.();
+      const out = await post<Changeset>(`/changesets/${cs.id}/reject`, reason ? { reason } : {});
+      setCs(out);
+      setRejecting(undefined);
+      setDecided({ reason });
+      props.onChange?.(out);
     } catch (e) {
       explain(e);
     } finally {
@@ -175,13 +235,31 @@ export function ChangesetCard(props: { id: string; initial?: Changeset; onChange
         })}
       </ol>
       <ErrorLine error={error} />
-      {proposed && (
+      {decided && <DecidedNotice cs={cs} reason={decided.reason} />}
+      {proposed && rejecting === undefined && (
         <footer>
           <button class="primary apply" disabled={busy || chosen.size === 0 || conflicts.some(Boolean)} onClick={apply}>
             Apply chosen ({chosen.size} of {cs.operations.length})
           </button>
-          <button class="reject" disabled={busy} onClick={reject}>
+          <button class="reject" disabled={busy} onClick={() => setRejecting("")}>
+            Reject…
+          </button>
+        </footer>
+      )}
+      {proposed && rejecting !== undefined && (
+        <footer class="rejecting">
+          <textarea
+            aria-label="Reason for rejecting (optional)"
+            placeholder="Why not? (optional; kept with the changeset's history)"
+            value={rejecting}
+            rows={2}
+            onInput={(e) => setRejecting((e.target as HTMLTextAreaElement).value)}
+          />
+          <button class="reject confirm" disabled={busy} onClick={reject}>
             Reject
+          </button>
+          <button class="cancel" disabled={busy} onClick={() => setRejecting(undefined)}>
+            Keep it
           </button>
         </footer>
       )}
