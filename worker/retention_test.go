@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/internal/promread"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
@@ -257,22 +258,12 @@ func TestRetentionRunWithFakeClock(t *testing.T) {
 // deletedTotal reads ballet_retention_deleted_total{table} from reg.
 func deletedTotal(t *testing.T, reg *prometheus.Registry, table string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
+	v, found, err := promread.Counter(reg, "ballet_retention_deleted_total", "table", table)
 	must(t, err)
-	for _, mf := range families {
-		if mf.GetName() != "ballet_retention_deleted_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "table" && l.GetValue() == table {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
+	if !found {
+		t.Fatalf("no ballet_retention_deleted_total{table=%q}", table)
 	}
-	t.Fatalf("no ballet_retention_deleted_total{table=%q}", table)
-	return 0
+	return v
 }
 
 func equalTotals(a, b []store.UsageTotal) bool {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/internal/cputime"
+	"github.com/balletplanner/ballet/internal/promread"
 )
 
 // turnCost is what one mode's turns cost, from the samples around them.
@@ -165,23 +166,12 @@ func dispatcherCPU(reg prometheus.Gatherer) ([2]time.Duration, error) {
 	if reg == nil {
 		return out, nil
 	}
-	families, err := reg.Gather()
-	if err != nil {
-		return out, fmt.Errorf("bench: read the metrics: %w", err)
-	}
-	for _, f := range families {
-		if f.GetName() != "ballet_planner_dispatcher_cpu_seconds_total" {
-			continue
+	for i, labels := range [][]string{nil, {"work", "enqueue"}} {
+		v, _, err := promread.Counter(reg, "ballet_planner_dispatcher_cpu_seconds_total", labels...)
+		if err != nil {
+			return out, fmt.Errorf("bench: %w", err)
 		}
-		for _, m := range f.GetMetric() {
-			d := time.Duration(m.GetCounter().GetValue() * float64(time.Second))
-			out[0] += d
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "work" && l.GetValue() == "enqueue" {
-					out[1] += d
-				}
-			}
-		}
+		out[i] = time.Duration(v * float64(time.Second))
 	}
 	return out, nil
 }

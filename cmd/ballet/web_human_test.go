@@ -32,9 +32,8 @@ func TestWebAppShowsTheHumansSide(t *testing.T) {
 	c := client{t: t, base: base + "/api/v1", token: token}
 	pg := page{t: t, ctx: ctx, p: p}
 
-	pg.run("sign in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.SendKeys(chromedp.ID("token"), kb.Enter),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/projects/DEMO"]`)))
+	pg.run("open sign-in", chromedp.Navigate(base+"/"))
+	pg.signIn(token)
 	composer := `textarea[aria-label="Message"]`
 	first := "Customers keep asking for password reset. What should we plan?"
 	pg.run("a new session", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),

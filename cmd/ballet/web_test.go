@@ -129,6 +129,14 @@ func (pg page) shot(name string) {
 	must(pg.t, os.WriteFile(filepath.Join("..", "..", "docs", "screenshots", name+".png"), b, 0o644))
 }
 
+// signIn pastes the token into the open sign-in page and waits for the
+// demo project.
+func (pg page) signIn(token string) {
+	pg.t.Helper()
+	pg.run("sign in", chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.SendKeys(chromedp.ID("token"), kb.Enter), chromedp.WaitVisible(chromedp.CSS(`a[href="/projects/DEMO"]`)))
+}
+
 // inert is the check that a rendered injection attempt is text only.
 const inertCheck = `(() => { const r = document.querySelector(%q);
   return !!r && r.querySelectorAll('img[onerror], script, a[href^="javascript"], [onclick], iframe').length === 0 &&
@@ -158,8 +166,7 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.run("sign in with a wrong token", chromedp.SendKeys(chromedp.ID("token"), "blt_wrong"), chromedp.SendKeys(chromedp.ID("token"), kb.Enter))
 	pg.until("the wrong token refused with a message",
 		`(document.querySelector('main.signin [role=alert]')?.textContent ?? '') === 'That token was not accepted.'`)
-	pg.run("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.SendKeys(chromedp.ID("token"), kb.Enter),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/projects/DEMO"]`)))
+	pg.signIn(token)
 	pg.shot("projects")
 
 	// The board before: no password reset tickets.

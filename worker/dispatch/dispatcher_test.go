@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/internal/promread"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
@@ -109,24 +110,11 @@ func dispatcherFixture(t *testing.T, q *lossyQueue) (db *store.DB, turn string, 
 // cpuSeconds reads ballet_planner_dispatcher_cpu_seconds_total{work}.
 func cpuSeconds(t *testing.T, reg *prometheus.Registry, work string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, found, err := promread.Counter(reg, "ballet_planner_dispatcher_cpu_seconds_total", "work", work)
+	if err != nil || !found {
+		t.Fatalf("ballet_planner_dispatcher_cpu_seconds_total{work=%q}: found %v, %v", work, found, err)
 	}
-	for _, f := range families {
-		if f.GetName() != "ballet_planner_dispatcher_cpu_seconds_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "work" && l.GetValue() == work {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no ballet_planner_dispatcher_cpu_seconds_total{work=%q}", work)
-	return 0
+	return v
 }
 
 // A dispatched turn whose task never reaches a worker (lost by Redis, or
