@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -35,6 +34,8 @@ type plannerConn interface {
 // chatTarget is the session a chat talks to.
 type chatTarget struct {
 	project store.Project
+	// session has no ID yet for a new session: the first message creates
+	// it (see sessionTitle).
 	session store.Session
 	// human maps each turn to the text its human sent.
 	human map[string]string
@@ -47,12 +48,14 @@ func newChatCmd() *cobra.Command {
 		Short: "talk to the planner of a running api in the terminal",
 		Long: "Talk to the planner of a running api over its REST API and /rpc websocket. Without --project\n" +
 			"and --session it lists the projects and sessions to pick from (plain mode starts a new\n" +
-			"session). Enter sends, Alt+Enter or Ctrl+J starts a new line, Ctrl-C cancels the running\n" +
-			"turn and a second Ctrl-C quits. When stdout is not a terminal (or with --plain) it sends\n" +
-			"each line of stdin and prints the answers as lines, and exits after the last turn at EOF.",
+			"session). A new session is created when the first message is sent, titled from it. Enter\n" +
+			"sends, Alt+Enter or Ctrl+J starts a new line, Ctrl-C cancels the running turn and a second\n" +
+			"Ctrl-C quits. When stdout is not a terminal (or with --plain) it sends each line of stdin,\n" +
+			"prints \"session: ID\" first (to go on with --session ID), then the answers as lines, and\n" +
+			"exits after the last turn at EOF; input without text sends nothing and creates no session.",
 		Example: "  ballet chat --project DEMO\n  echo 'plan the login page' | ballet chat --project DEMO --new --plain",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runChat(cmd.Context(), o, cmd.OutOrStdout())
+			return runChat(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fs := c.Flags()
@@ -65,8 +68,9 @@ func newChatCmd() *cobra.Command {
 	return c
 }
 
-// runChat is `ballet chat`.
-func runChat(ctx context.Context, o chatOptions, out io.Writer) error {
+// runChat is `ballet chat`. Piped, it prints the answers on out and the
+// connection's state and its notes on errOut.
+func runChat(ctx context.Context, o chatOptions, out, errOut io.Writer) error {
 	if o.session != "" && o.newSession {
 		return usageError{"chat: --session and --new exclude each other"}
 	}
@@ -89,23 +93,25 @@ func runChat(ctx context.Context, o chatOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if tgt.session.ID == "" {
+	if tgt.project.Key == "" {
 		return nil // the human left the picker
 	}
-	c, err := rpcclient.Dial(ctx, rpcURL(u), rpcclient.JSON, token, &rpcclient.Options{Reconnect: true})
+	dial := func(ctx context.Context) (*rpcclient.Client, error) {
+		c, err := rpcclient.Dial(ctx, rpcURL(u), rpcclient.JSON, token, &rpcclient.Options{Reconnect: true})
+		if err != nil {
+			return nil, fmt.Errorf("chat: connect: %w", err)
+		}
+		return c, nil
+	}
+	if plain {
+		return runPiped(ctx, dial, rest, tgt, os.Stdin, out, errOut)
+	}
+	c, err := dial(ctx)
 	if err != nil {
-		return fmt.Errorf("chat: connect: %w", err)
+		return err
 	}
 	defer c.Close()
-	if !plain {
-		return runChatTUI(ctx, c, rest, tgt)
-	}
-	w, err := c.Watch(ctx, tgt.session.ID, 0)
-	if err != nil {
-		return fmt.Errorf("chat: watch session %s: %w", tgt.session.ID, err)
-	}
-	defer w.Close()
-	return runPlainChat(ctx, c, w, c.States(), tgt, os.Stdin, out)
+	return runChatTUI(ctx, c, rest, tgt)
 }
 
 // chatToken is --token, else $BALLET_TOKEN, else the demo token file.
@@ -142,7 +148,8 @@ func rpcURL(u *url.URL) string {
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // plainTarget finds the session without asking: --session, else a new one
-// in --project or the only project the token sees.
+// (created by the first message) in --project or the only project the
+// token sees.
 func plainTarget(ctx context.Context, rest *restClient, o chatOptions) (chatTarget, error) {
 	if o.session != "" {
 		return sessionTarget(ctx, rest, o.session)
@@ -158,7 +165,7 @@ func plainTarget(ctx context.Context, rest *restClient, o chatOptions) (chatTarg
 		}
 		return chatTarget{}, fmt.Errorf("chat: the token sees several projects (%s): pass --project", strings.Join(keys, ", "))
 	}
-	return newSessionTarget(ctx, rest, p)
+	return newSessionTarget(p), nil
 }
 
 // projectFromFlags loads --project, or the only project the token sees;
@@ -180,6 +187,7 @@ func projectFromFlags(ctx context.Context, rest *restClient, key string) (store.
 	return store.Project{}, list, nil
 }
 
+// sessionTarget is the existing session id, with its messages.
 func sessionTarget(ctx context.Context, rest *restClient, id string) (chatTarget, error) {
 	s, err := rest.session(ctx, id)
 	if err != nil {
@@ -192,10 +200,9 @@ func sessionTarget(ctx context.Context, rest *restClient, id string) (chatTarget
 	return chatTarget{project: p, session: s, human: humanTexts(s)}, nil
 }
 
-func newSessionTarget(ctx context.Context, rest *restClient, p store.Project) (chatTarget, error) {
-	s, err := rest.createSession(ctx, p.Key, "Chat "+time.Now().Format("2006-01-02 15:04"))
-	if err != nil {
-		return chatTarget{}, err
-	}
-	return chatTarget{project: p, session: s, human: map[string]string{}}, nil
+// newSessionTarget is a new session of p, which the chat creates when the
+// human sends the first message, so that a chat left before it leaves no
+// empty session behind.
+func newSessionTarget(p store.Project) chatTarget {
+	return chatTarget{project: p, human: map[string]string{}}
 }

@@ -61,6 +61,10 @@ type chatModel struct {
 	// retryBase is the first wait before a failed send is tried again
 	// (sendRetryBase when 0).
 	retryBase time.Duration
+	// opener creates and watches the session of a new chat when the first
+	// message goes (nil for an existing session); opening says it runs.
+	opener  sessionOpener
+	opening bool
 }
 
 // watchFeed is what the chat screen reads of a watch.
@@ -69,8 +73,10 @@ type watchFeed interface {
 	Err() error
 }
 
+// newChatModel is the chat screen of tgt, whose outputs w delivers; w is
+// nil for a new session, which opener creates.
 func newChatModel(ctx context.Context, conn plannerConn, rest *restClient, w watchFeed,
-	states <-chan rpcclient.State, tgt chatTarget) chatModel {
+	states <-chan rpcclient.State, tgt chatTarget, opener sessionOpener) chatModel {
 	ta := textarea.New()
 	ta.Placeholder = "Message the planner (Enter sends, Alt+Enter new line)"
 	ta.ShowLineNumbers = false
@@ -79,9 +85,12 @@ func newChatModel(ctx context.Context, conn plannerConn, rest *restClient, w wat
 	ta.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("alt+enter", "ctrl+j"))
 	ta.Focus()
 	sp := spinner.New(spinner.WithSpinner(spinner.Dot))
-	m := chatModel{ctx: ctx, conn: conn, rest: rest, outputs: w.Outputs(), watchErr: w.Err, states: states, tgt: tgt,
+	m := chatModel{ctx: ctx, conn: conn, rest: rest, states: states, tgt: tgt, opener: opener,
 		ta: ta, spin: sp, md: newMarkdown(), vp: viewport.New(80, 20), open: map[string]bool{},
 		tr: newTranscript(), state: rpcclient.Connected}
+	if w != nil {
+		m.outputs, m.watchErr = w.Outputs(), w.Err
+	}
 	return m
 }
 
@@ -90,6 +99,9 @@ func (m chatModel) Init() tea.Cmd {
 }
 
 func waitOutput(ch <-chan rpcclient.Output, errf func() error) tea.Cmd {
+	if ch == nil {
+		return nil // no session yet
+	}
 	return func() tea.Msg {
 		o, ok := <-ch
 		if !ok {
@@ -162,6 +174,8 @@ func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		cmds = append(cmds, m.sent(msg))
 	case resendMsg:
 		cmds = append(cmds, m.resend(msg))
+	case openedMsg:
+		cmds = append(cmds, m.opened(msg))
 	case cancelMsg:
 		if msg.err != nil {
 			m.notice = "cancel failed: " + msg.err.Error()
@@ -177,11 +191,11 @@ func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, tea.Batch(cmds...)
 }
 
-// interrupt cancels the running turn, or quits when nothing runs or when
-// it follows another Ctrl-C closely.
+// interrupt cancels the running turn, or quits when nothing runs (no
+// session yet either) or when it follows another Ctrl-C closely.
 func (m chatModel) interrupt() (tea.Model, tea.Cmd) {
 	now := time.Now()
-	if len(m.open) == 0 || now.Sub(m.lastInterrupt) < quitWindow {
+	if len(m.open) == 0 || m.tgt.session.ID == "" || now.Sub(m.lastInterrupt) < quitWindow {
 		return m, tea.Quit
 	}
 	m.lastInterrupt = now
@@ -342,14 +356,20 @@ func (m chatModel) View() string {
 	return header + "\n" + m.vp.View() + "\n" + m.status() + "\n" + m.ta.View()
 }
 
-// runChatTUI runs the chat screen until the human quits.
+// runChatTUI runs the chat screen until the human quits. An existing
+// session is watched from the start; a new one once the first message
+// created it.
 func runChatTUI(ctx context.Context, c *rpcclient.Client, rest *restClient, tgt chatTarget) error {
-	w, err := c.Watch(ctx, tgt.session.ID, 0)
-	if err != nil {
-		return fmt.Errorf("chat: watch session %s: %w", tgt.session.ID, err)
+	var m chatModel
+	if tgt.session.ID == "" {
+		m = newChatModel(ctx, c, rest, nil, c.States(), tgt, newSessionOpener(rest, c, tgt.project))
+	} else {
+		w, err := watchSession(ctx, c, tgt.session.ID)
+		if err != nil {
+			return err
+		}
+		m = newChatModel(ctx, c, rest, w, c.States(), tgt, nil)
 	}
-	defer w.Close()
-	m := newChatModel(ctx, c, rest, w, c.States(), tgt)
 	if _, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx)).Run(); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}

@@ -47,7 +47,7 @@ func newTestScreen(t *testing.T) (chatModel, *fakeConn) {
 	conn := &fakeConn{}
 	tgt := chatTarget{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"},
 		human: map[string]string{"t1": "find auth"}}
-	m := newChatModel(context.Background(), conn, nil, fakeFeed{ch: make(chan rpcclient.Output)}, nil, tgt)
+	m := newChatModel(context.Background(), conn, nil, fakeFeed{ch: make(chan rpcclient.Output)}, nil, tgt, nil)
 	next, _ := m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
 	return next.(chatModel), conn
 }
@@ -122,18 +122,24 @@ func TestChatScreenShowsOutputs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			m, _ := newTestScreen(t)
-			screen := screenText(feed(m, c.msgs...).View())
-			for _, w := range c.want {
-				if !strings.Contains(screen, w) {
-					t.Errorf("screen lacks %q:\n%s", w, screen)
-				}
-			}
-			for _, n := range c.not {
-				if strings.Contains(screen, n) {
-					t.Errorf("screen shows %q:\n%s", n, screen)
-				}
-			}
+			expectScreen(t, screenText(feed(m, c.msgs...).View()), c.want, c.not)
 		})
+	}
+}
+
+// expectScreen fails t unless the screen shows every text of want and
+// none of not.
+func expectScreen(t *testing.T, screen string, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(screen, w) {
+			t.Errorf("the screen lacks %q:\n%s", w, screen)
+		}
+	}
+	for _, n := range not {
+		if strings.Contains(screen, n) {
+			t.Errorf("the screen shows %q:\n%s", n, screen)
+		}
 	}
 }
 

@@ -59,10 +59,14 @@ func (m *chatModel) queueSend(turn, text string) tea.Cmd {
 	return m.sendNext()
 }
 
-// sendNext sends the outbox's first message when nothing is being sent.
+// sendNext sends the outbox's first message when nothing is being sent;
+// in a new chat it first opens the session.
 func (m *chatModel) sendNext() tea.Cmd {
 	if m.out.sending || len(m.out.queue) == 0 {
 		return nil
+	}
+	if m.tgt.session.ID == "" {
+		return m.openSession()
 	}
 	m.out.sending = true
 	next := m.out.queue[0]

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -116,8 +117,9 @@ func TestChatPlainSendsInOrder(t *testing.T) {
 			var out bytes.Buffer
 			done := make(chan error, 1)
 			go func() {
+				lines := readLines(t.Context(), strings.NewReader(strings.Join(typed, "\n")+"\n"))
 				done <- runPlainChat(t.Context(), f, fakeFeed{ch: f.feed}, nil, tgt,
-					strings.NewReader(strings.Join(typed, "\n")+"\n"), &out)
+					plainIO{lines: lines, out: &out, errOut: io.Discard})
 			}()
 			storetest.WaitFor(t, "the first line to be sent, or the chat to end", func() bool {
 				if len(done) > 0 {

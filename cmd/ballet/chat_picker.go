@@ -34,14 +34,14 @@ func pickTarget(ctx context.Context, rest *restClient, o chatOptions) (chatTarge
 		p = list[i]
 	}
 	if o.newSession {
-		return newSessionTarget(ctx, rest, p)
+		return newSessionTarget(p), nil
 	}
 	sessions, err := rest.sessions(ctx, p.Key)
 	if err != nil {
 		return chatTarget{}, err
 	}
 	if len(sessions) == 0 {
-		return newSessionTarget(ctx, rest, p)
+		return newSessionTarget(p), nil
 	}
 	labels := []string{"+ new session"}
 	for _, s := range sessions {
@@ -56,7 +56,7 @@ func pickTarget(ctx context.Context, rest *restClient, o chatOptions) (chatTarge
 	case err != nil || i < 0:
 		return chatTarget{}, err
 	case i == 0:
-		return newSessionTarget(ctx, rest, p)
+		return newSessionTarget(p), nil
 	}
 	return sessionTarget(ctx, rest, sessions[i-1].ID)
 }
@@ -150,10 +150,14 @@ func (m pickerModel) View() string {
 	return b.String()
 }
 
-// sessionLabel names a session in the chat's header.
+// sessionLabel names a session in the chat's header; a session the first
+// message is to create is "new session".
 func sessionLabel(s store.Session) string {
-	if s.Title != "" {
+	switch {
+	case s.Title != "":
 		return s.Title
+	case s.ID != "":
+		return s.ID
 	}
-	return s.ID
+	return "new session"
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -17,14 +16,45 @@ import (
 	"github.com/balletplanner/ballet/store"
 )
 
-// runPlainChat sends each line of in as a message and prints the outputs of
-// the turns it sent as lines; at EOF it returns once they are all done.
-// The lines are sent one after another in the order read, each once the
-// server took the one before it, while the outputs keep being printed.
-func runPlainChat(ctx context.Context, conn plannerConn, w watchFeed, states <-chan rpcclient.State,
-	tgt chatTarget, in io.Reader, out io.Writer) error {
+// runPiped is `ballet chat` piped: it reads stdin up to its first line
+// with text, so that input without any connects to nothing and creates no
+// session; then it connects, creates the session of a new chat titled
+// from that line, prints "session: ID" first on out, and runs
+// runPlainChat.
+func runPiped(ctx context.Context, dial func(context.Context) (*rpcclient.Client, error), rest *restClient,
+	tgt chatTarget, in io.Reader, out, errOut io.Writer) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	lines := readLines(ctx, in)
+	first, ok, err := firstMessage(ctx, lines)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		fmt.Fprintln(errOut, "chat: nothing to send")
+		return nil
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if tgt.session.ID == "" {
+		if tgt.session, err = rest.createSession(ctx, tgt.project.Key, sessionTitle(first, time.Now())); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "session: "+tgt.session.ID)
+	w, err := watchSession(ctx, c, tgt.session.ID)
+	if err != nil {
+		return err
+	}
+	return runPlainChat(ctx, c, w, c.States(), tgt, plainIO{first: first, lines: lines, out: out, errOut: errOut})
+}
+
+// readLines delivers the lines of in, read in a goroutine of its own,
+// and closes the channel at the end of in; it stops early when ctx ends.
+func readLines(ctx context.Context, in io.Reader) <-chan string {
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -38,12 +68,61 @@ func runPlainChat(ctx context.Context, conn plannerConn, w watchFeed, states <-c
 			}
 		}
 	}()
+	return lines
+}
+
+// firstMessage waits for the first line of lines with text; ok is false
+// when lines end without one.
+func firstMessage(ctx context.Context, lines <-chan string) (first string, ok bool, err error) {
+	for {
+		select {
+		case line, open := <-lines:
+			if !open {
+				return "", false, nil
+			}
+			if strings.TrimSpace(line) != "" {
+				return line, true, nil
+			}
+		case <-ctx.Done():
+			return "", false, errors.New("chat: interrupted")
+		}
+	}
+}
+
+// plainIO is the human's side of a piped chat.
+type plainIO struct {
+	// first is the first message, read before the session was opened
+	// ("" when none was); lines are the lines of stdin after it.
+	first string
+	lines <-chan string
+	// out gets the turns' lines, errOut the connection's state.
+	out, errOut io.Writer
+}
+
+// runPlainChat sends first and then each line of lines as a message, and
+// prints the outputs of the turns it sent as lines; at the end of lines it
+// returns once they are all done. The lines are sent one after another in
+// the order read, each once the server took the one before it, while the
+// outputs keep being printed.
+func runPlainChat(ctx context.Context, conn plannerConn, w watchFeed, states <-chan rpcclient.State,
+	tgt chatTarget, pio plainIO) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	lines, out := pio.lines, pio.out
 	jobs := make(chan outgoing)
 	results := make(chan sentMsg)
 	go sendInOrder(ctx, conn, tgt.session.ID, jobs, results)
 	mine := map[string]bool{} // the turns this chat sent
 	open := map[string]bool{} // those without their done yet
 	var queue []outgoing      // read, not yet handed to the sender
+	add := func(text string) {
+		turn := uuid.NewString()
+		mine[turn], open[turn] = true, true
+		queue = append(queue, outgoing{turn: turn, text: text})
+	}
+	if strings.TrimSpace(pio.first) != "" {
+		add(pio.first)
+	}
 	eof := false
 	for {
 		var toSender chan<- outgoing
@@ -60,12 +139,9 @@ func runPlainChat(ctx context.Context, conn plannerConn, w watchFeed, states <-c
 				}
 				continue
 			}
-			if strings.TrimSpace(line) == "" {
-				continue
+			if strings.TrimSpace(line) != "" {
+				add(line)
 			}
-			turn := uuid.NewString()
-			mine[turn], open[turn] = true, true
-			queue = append(queue, outgoing{turn: turn, text: line})
 		case toSender <- next:
 			queue = queue[1:]
 		case r := <-results:
@@ -98,11 +174,11 @@ func runPlainChat(ctx context.Context, conn plannerConn, w watchFeed, states <-c
 		case s := <-states:
 			switch s {
 			case rpcclient.Connected:
-				fmt.Fprintln(os.Stderr, "chat: connected")
+				fmt.Fprintln(pio.errOut, "chat: connected")
 			case rpcclient.Closed:
 				states = nil
 			default:
-				fmt.Fprintln(os.Stderr, "chat: disconnected — reconnecting…")
+				fmt.Fprintln(pio.errOut, "chat: disconnected — reconnecting…")
 			}
 		case <-ctx.Done():
 			if len(open) > 0 {

@@ -40,18 +40,19 @@ func (e *apiError) Error() string {
 }
 
 // do sends one request to /api/v1+path and decodes a 2xx answer into out.
+// Its errors do not start with "chat:": each caller names its operation.
 func (c *restClient) do(ctx context.Context, method, path string, body, out any) error {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("chat: encode %s %s: %w", method, path, err)
+			return fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
 		r = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/v1"+path, r)
 	if err != nil {
-		return fmt.Errorf("chat: %s %s: %w", method, path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
@@ -60,12 +61,12 @@ func (c *restClient) do(ctx context.Context, method, path string, body, out any)
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("chat: cannot reach the api at %s (is it running? `make run` starts one): %w", c.base, err)
+		return fmt.Errorf("cannot reach the api at %s (is it running? `make run` starts one): %w", c.base, err)
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
 	if err != nil {
-		return fmt.Errorf("chat: %s %s: read answer: %w", method, path, err)
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if res.StatusCode/100 != 2 {
 		ae := &apiError{Status: res.StatusCode}
@@ -78,7 +79,7 @@ func (c *restClient) do(ctx context.Context, method, path string, body, out any)
 		return nil
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("chat: %s %s: decode answer: %w", method, path, err)
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return nil
 }

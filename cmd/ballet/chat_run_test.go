@@ -35,7 +35,7 @@ func newChatRun(t *testing.T, conn plannerConn, rest *restClient, human map[stri
 	t.Helper()
 	tgt := chatTarget{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"}, human: human}
 	r := &chatRun{t: t, feed: make(chan rpcclient.Output), msgs: make(chan tea.Msg, 1024), stop: make(chan struct{})}
-	r.m = newChatModel(t.Context(), conn, rest, fakeFeed{ch: r.feed}, nil, tgt)
+	r.m = newChatModel(t.Context(), conn, rest, fakeFeed{ch: r.feed}, nil, tgt, nil)
 	t.Cleanup(func() { close(r.stop) })
 	r.update(tea.WindowSizeMsg{Width: 100, Height: 60})
 	return r

@@ -101,8 +101,9 @@ func TestChat(t *testing.T) {
 		t.Fatalf("refused chats made sessions: %d before, %d after", len(known), len(after))
 	}
 
-	// Piped, it sends each line and prints each turn's answers, tool
-	// summaries and end; the token comes from the file `make run` writes.
+	// Piped, it prints the session it made, then sends each line and
+	// prints each turn's answers, tool summaries and end; the token comes
+	// from the file `make run` writes.
 	// (The subtests run one after the other: the terminal one picks the
 	// project's most recent session.)
 	t.Run("plain", func(t *testing.T) {
@@ -118,9 +119,14 @@ func TestChat(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s\n%s", code, stderr, out)
 		}
+		id, rest, _ := strings.Cut(out, "\n")
+		id, ok := strings.CutPrefix(id, "session: ")
+		if !ok || known[id] {
+			t.Fatalf("the first line is not the new session's id:\n%s", out)
+		}
 		var lines []string
 		queued := 0
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		for _, l := range strings.Split(strings.TrimSpace(rest), "\n") {
 			if strings.HasPrefix(l, "queued (position ") {
 				queued++
 				continue

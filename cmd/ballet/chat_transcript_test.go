@@ -228,17 +228,7 @@ func TestChatScreenEndsRunningTools(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			m, _ := newTestScreen(t)
-			screen := screenText(feed(m, c.msgs...).View())
-			for _, w := range c.want {
-				if !strings.Contains(screen, w) {
-					t.Errorf("the screen lacks %q:\n%s", w, screen)
-				}
-			}
-			for _, n := range c.not {
-				if strings.Contains(screen, n) {
-					t.Errorf("the screen shows %q:\n%s", n, screen)
-				}
-			}
+			expectScreen(t, screenText(feed(m, c.msgs...).View()), c.want, c.not)
 		})
 	}
 }
