@@ -288,15 +288,19 @@ const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, CASE WHEN ahead.n = 0 AND $12 THEN now() END,
 			$7, $13, NULLIF($14, '') FROM ahead),
 	message AS (INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
-		VALUES ($2, $5, 'user', $8, $6, $1))
+		VALUES ($2, $5, 'user', $8, $6, $1)),
+	fairn AS (SELECT CASE WHEN EXISTS (SELECT 1 FROM planner_turns t
+			WHERE t.finished_at IS NULL AND t.ready_at IS NOT NULL AND t.enqueued_at IS NULL AND NOT $12 AND t.session_id <> $2)
+		THEN (SELECT n FROM fair) ELSE 0 END AS n)
 	INSERT INTO planner_outputs (session_id, cursor, turn_id, type, data, created_at)
-	SELECT $2, $9, $1, 'queued', $10::jsonb || jsonb_build_object('position', ahead.n + fair.n), $11 FROM ahead, fair
-	RETURNING (SELECT n FROM ahead), (SELECT n FROM fair)`
+	SELECT $2, $9, $1, 'queued', $10::jsonb || jsonb_build_object('position', ahead.n + fairn.n), $11 FROM ahead, fairn
+	RETURNING (SELECT n FROM ahead), (SELECT n FROM fairn)`
 
 // fairAhead estimates, as the CTE fair, how many turns held back by the
 // scheduler, other than session $2's own, start before a turn of project
 // $3, human $6 and priority $13 made ready now, under the current shares
-// (none with direct dispatch, $12): with r the turn's rank among its human's held-back turns in the
+// (none with direct dispatch, $12; and sendTurn reads it only when some
+// turn is held back): with r the turn's rank among its human's held-back turns in the
 // project (interactive ones only, for an interactive turn), each other
 // human of the project starts up to r of theirs first; with that rank
 // r' in the project, each other project of the organization starts up to
