@@ -238,7 +238,7 @@ func TestWebAppInABrowser(t *testing.T) {
 	// The applied changeset stays in view and says what was done, with
 	// the new items' keys.
 	pg.until("the apply confirmed with the created items", `(() => { const d = document.querySelector('article.changeset[data-status=applied] .decided');
-		return !!d && d.innerText.startsWith('Applied 2 of 3 operations:') && d.querySelectorAll('ul.made li a[href="/projects/DEMO/board"]').length === 2 &&
+		return !!d && d.innerText.startsWith('Applied 2 of 3 operations:') && d.querySelectorAll('ul.made li a[href^="/projects/DEMO/board?item=DEMO-"]').length === 2 &&
 		  [...d.querySelectorAll('ul.made li')].every(li => /^Created DEMO-\d+ “/.test(li.innerText)); })()`)
 	pg.run("applied changesets", chromedp.Navigate(base+"/projects/DEMO/changesets?status=applied"))
 	pg.until("two operations applied", `document.querySelectorAll('article.changeset[data-status=applied] .applied.yes').length === 2`)
@@ -247,8 +247,19 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.run("board after", chromedp.Navigate(base+"/projects/DEMO/board"), chromedp.WaitVisible(chromedp.CSS(".ticket")))
 	pg.until("the new tickets on the board", `['Add a password reset endpoint', 'Build the reset password page'].every(t => [...document.querySelectorAll('.ticket')].some(e => e.innerText.includes(t)))`)
 	pg.shot("board")
+	// A card opens its item: title, state and acceptance criteria; Escape closes it.
+	eval[any](pg, `[...document.querySelectorAll('.ticket')].find(e => e.innerText.includes('Add a password reset endpoint')).click()`)
+	pg.until("the item opens from its card", `(() => { const p = document.querySelector('.item-panel');
+		return !!p && location.search.startsWith('?item=DEMO-') && p.innerText.includes('Add a password reset endpoint') &&
+		  p.querySelectorAll('ul.criteria li').length > 0; })()`)
+	pg.shot("board-item")
+	eval[any](pg, `document.querySelector('.item-panel').dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true}))`)
+	pg.until("Escape closes the item", `!document.querySelector('.item-panel') && location.search === ''`)
 
 	pg.run("usage", chromedp.Navigate(base+"/projects/DEMO/usage"), chromedp.WaitVisible(chromedp.CSS("svg.chart rect")))
+	// A legend says what the bars are; a session's row links to the session.
+	pg.until("the usage legend and a session link", `(document.querySelector('.legend')?.innerText ?? '').includes('input tokens') &&
+		[...document.querySelectorAll('svg.chart a.row-link')].some(a => /^\/projects\/DEMO\/sessions\/[0-9a-f-]{36}$/.test(a.getAttribute('href')))`)
 	pg.shot("usage")
 
 	// Markdown injection from the model and from a knowledge entry is inert.
@@ -260,6 +271,13 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.until("the model's injection is inert", fmt.Sprintf(inertCheck, ".transcript"))
 	pg.run("knowledge", chromedp.Navigate(base+"/orgs/demo/knowledge"), chromedp.WaitVisible(chromedp.CSS("article.knowledge")))
 	pg.until("the knowledge entry's injection is inert", fmt.Sprintf(inertCheck, "main"))
+	// Search narrows the entries; an entry links back to its project.
+	pg.run("search knowledge", chromedp.SendKeys(chromedp.CSS(`input[aria-label="Search knowledge"]`), "Injected"+kb.Enter))
+	pg.until("the search puts the injected note first, linked to its project", `(() => { const a = [...document.querySelectorAll('article.knowledge')];
+		return (document.querySelector('p.found')?.innerText ?? '').includes('found for “Injected”') && a.length >= 1 &&
+		  a[0].querySelector('h2').innerText === 'Injected note' && !!a[0].querySelector('.meta a[href="/projects/DEMO"]'); })()`)
+	pg.run("show all knowledge", chromedp.Click(chromedp.CSS(`form.search button[type=button]`)))
+	pg.until("every entry again", `!document.querySelector('p.found')`)
 	pg.shot("knowledge")
 }
 

@@ -121,6 +121,16 @@ export interface KnowledgeEntry {
   title: string;
   body: string;
   tags?: string[];
+  projects?: string[];
+  updated_at: string;
+}
+
+export interface KnowledgeHit {
+  id: string;
+  kind: string;
+  title: string;
+  projects?: string[];
+  snippet: string;
   updated_at: string;
 }
 

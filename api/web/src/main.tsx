@@ -42,7 +42,7 @@ function route(path: string, query: URLSearchParams) {
   if ((m = path.match(/^\/projects\/([^/]+)\/sessions\/([^/]+)$/))) return { project: m[1], el: <SessionPage project={m[1]} id={m[2]} /> };
   if ((m = path.match(/^\/projects\/([^/]+)\/changesets$/)))
     return { project: m[1], el: <ChangesetsPage project={m[1]} status={query.get("status") ?? "proposed"} /> };
-  if ((m = path.match(/^\/projects\/([^/]+)\/board$/))) return { project: m[1], el: <BoardPage project={m[1]} /> };
+  if ((m = path.match(/^\/projects\/([^/]+)\/board$/))) return { project: m[1], el: <BoardPage project={m[1]} item={query.get("item") ?? ""} /> };
   if ((m = path.match(/^\/projects\/([^/]+)\/usage$/))) return { project: m[1], el: <UsagePage project={m[1]} /> };
   if ((m = path.match(/^\/projects\/([^/]+)(\/sessions)?$/))) return { project: m[1], el: <SessionsPage project={m[1]} /> };
   if ((m = path.match(/^\/orgs\/([^/]+)\/knowledge$/))) return { el: <KnowledgePage org={m[1]} /> };

@@ -2,8 +2,9 @@
 // refreshed live from the project's event stream.
 import { useEffect, useState } from "preact/hooks";
 import { get, type Dependency, type Item, type Page } from "../api";
+import { navigate } from "../router";
 import { socket } from "../rpcclient";
-import { ErrorLine } from "../ui";
+import { ErrorLine, Markdown, useLoad } from "../ui";
 
 const columns = ["backlog", "ready", "in_progress", "waiting_for_answer", "paused", "done", "cancelled"];
 
@@ -28,7 +29,49 @@ async function loadBoard(project: string): Promise<BoardData> {
   return { tickets: items.items, runnable: new Set(runnable.items.map((i) => i.key)), blockers };
 }
 
-export function BoardPage(props: { project: string }) {
+/** ItemPanel shows one item, opened from its card (?item=KEY). */
+function ItemPanel(props: { project: string; item: string; blockers: string[] }) {
+  const { data: it, error } = useLoad(() => get<Item>(`/items/${props.item}`), [props.item]);
+  const close = () => navigate(`/projects/${props.project}/board`);
+  return (
+    <section class="card item-panel" role="region" aria-label={`Item ${props.item}`} data-item={props.item}
+      onKeyDown={(e) => e.key === "Escape" && close()}>
+      <header>
+        <h2>
+          <code>{props.item}</code> {it?.title ?? ""}
+        </h2>
+        <button class="close" onClick={close} aria-label="Close">
+          ×
+        </button>
+      </header>
+      <ErrorLine error={error} />
+      {it && (
+        <>
+          <p class="meta">
+            {it.kind}
+            {it.type ? ` · ${it.type}` : ""} · {it.state.replace(/_/g, " ")} · version {it.version}
+            {it.epic ? ` · epic ${it.epic}` : ""}
+            {it.milestone ? ` · milestone ${it.milestone}` : ""}
+          </p>
+          {props.blockers.length > 0 && <p class="blocked">Blocked by {props.blockers.join(", ")}</p>}
+          {it.description ? <Markdown src={it.description} /> : <p class="empty">No description.</p>}
+          {it.acceptance_criteria.length > 0 && (
+            <>
+              <h3>Acceptance criteria</h3>
+              <ul class="criteria">
+                {it.acceptance_criteria.map((c, i) => (
+                  <li key={i}>{c}</li>
+                ))}
+              </ul>
+            </>
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
+export function BoardPage(props: { project: string; item?: string }) {
   const [data, setData] = useState<BoardData>();
   const [error, setError] = useState("");
   const [live, setLive] = useState<"events" | "refresh" | "">("");
@@ -82,6 +125,7 @@ export function BoardPage(props: { project: string }) {
         {live === "events" ? "Live: updated from the project's events." : live === "refresh" ? "Updated when a changeset is applied here." : ""}
       </p>
       <ErrorLine error={error} />
+      {props.item && <ItemPanel project={props.project} item={props.item} blockers={data?.blockers[props.item] ?? []} />}
       <div class="board">
         {columns.map((col) => {
           const cards = data?.tickets.filter((t) => t.state === col) ?? [];
@@ -93,7 +137,16 @@ export function BoardPage(props: { project: string }) {
               </h2>
               <ul>
                 {cards.map((t) => (
-                  <li key={t.key} class={"ticket" + (data!.runnable.has(t.key) ? " runnable" : "")} data-key={t.key} tabIndex={0}>
+                  <li
+                    key={t.key}
+                    class={"ticket" + (data!.runnable.has(t.key) ? " runnable" : "") + (props.item === t.key ? " open" : "")}
+                    data-key={t.key}
+                    tabIndex={0}
+                    role="button"
+                    aria-label={`Open ${t.key} ${t.title}`}
+                    onClick={() => navigate(`/projects/${props.project}/board?item=${t.key}`)}
+                    onKeyDown={(e) => (e.key === "Enter" || e.key === " ") && (e.preventDefault(), navigate(`/projects/${props.project}/board?item=${t.key}`))}
+                  >
                     <code>{t.key}</code> {t.title}
                     {data!.runnable.has(t.key) && <span class="badge runnable">runnable</span>}
                     {(data!.blockers[t.key] ?? []).length > 0 && <p class="blocked">Blocked by {data!.blockers[t.key].join(", ")}</p>}

@@ -83,7 +83,7 @@ function DecidedNotice(props: { cs: Changeset; reason?: string }) {
             return (
               <li key={r.item}>
                 {op?.kind === "create_item" ? "Created " : "Updated "}
-                <Link href={`/projects/${cs.project}/board`}>{r.item}</Link>
+                <Link href={`/projects/${cs.project}/board?item=${r.item}`}>{r.item}</Link>
                 {op?.create?.title ? ` “${op.create.title}”` : ""}
               </li>
             );
