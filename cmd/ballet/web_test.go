@@ -122,7 +122,12 @@ func (pg page) shot(name string) {
 	if os.Getenv("BALLET_SCREENSHOTS") != "1" {
 		return
 	}
+	// A full-page capture draws sticky bars where the viewport was: they
+	// go back in the flow for the capture.
+	eval[any](pg, `(() => { const s = document.createElement('style'); s.id = 'shot';
+		s.textContent = '.top, .dock { position: static !important; }'; document.head.append(s); })()`)
 	b, err := chromedp.Run(pg.ctx, chromedp.FullScreenshot(100))
+	eval[any](pg, `document.getElementById('shot')?.remove()`)
 	if err != nil {
 		pg.fail("screenshot "+name, err)
 	}

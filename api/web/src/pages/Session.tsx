@@ -167,9 +167,13 @@ export function SessionPage(props: { project: string; id: string }) {
           </li>
         ))}
       </ol>
+      {/* The turns in progress and the composer stay in view at the bottom;
+          the page scrolls to its end, below them, as the transcript grows. */}
+      <div class="dock">
+        {active.length > 0 && <TurnList turns={active} cancel={cancel} />}
+        <Composer send={send} running={active.some((t) => t.state === "running")} />
+      </div>
       <div ref={end} />
-      {active.length > 0 && <TurnList turns={active} cancel={cancel} />}
-      <Composer send={send} running={active.some((t) => t.state === "running")} />
     </section>
   );
 }
