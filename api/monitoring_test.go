@@ -162,3 +162,58 @@ func TestMonitoringPageAndAssets(t *testing.T) {
 		})
 	}
 }
+
+// TestMonitoringCookieSecureBehindTLSProxy: the dashboard's cookie is
+// Secure when the browser reached us over https through a TLS-terminating
+// proxy named in server.trusted_proxies (its X-Forwarded-Proto believed),
+// and only then: a peer that is not trusted cannot claim https, and plain
+// http gets a cookie the browser may send back over http.
+func TestMonitoringCookieSecureBehindTLSProxy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conn, err := taskstest.Config(t).AsynqConnOpt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := asynqmon.New(asynqmon.Options{RootPath: api.MonitoringPath, RedisConnOpt: conn, ReadOnly: true})
+	t.Cleanup(func() { _ = mon.Close() })
+	e.restartWith(t, func(c *api.Config) { c.TrustedProxies = []string{"127.0.0.2/32"} },
+		func(_ *testing.T, d *api.Deps, _ string) { d.Monitoring = mon })
+	tests := []struct {
+		name   string
+		from   string // the peer; 127.0.0.2 is the trusted proxy
+		proto  string // X-Forwarded-Proto; "" sends none
+		secure bool
+	}{
+		{"https through the trusted proxy", "127.0.0.2", "https", true},
+		{"http through the trusted proxy", "127.0.0.2", "http", false},
+		{"the trusted proxy says nothing", "127.0.0.2", "", false},
+		{"an untrusted peer claims https", "127.0.0.1", "https", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, err := http.NewRequest("GET", "http://"+e.srv.Addr()+"/monitoring/?token="+e.tokens["platform"], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.proto != "" {
+				req.Header.Set("X-Forwarded-Proto", tt.proto)
+			}
+			c := clientFrom(tt.from)
+			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = res.Body.Close()
+			set := res.Header.Get("Set-Cookie")
+			if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(set, "ballet_token=") {
+				t.Fatalf("status %d, Set-Cookie %q: want 303 and the session cookie", res.StatusCode, set)
+			}
+			if got := strings.Contains(strings.ToLower(set), "; secure"); got != tt.secure {
+				t.Errorf("Set-Cookie %q: Secure %v, want %v", set, got, tt.secure)
+			}
+		})
+	}
+}
