@@ -14,6 +14,7 @@ import (
 	"github.com/fasthttp/websocket"
 	fws "github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -313,4 +314,18 @@ func (s *Server) serveRPC(ws *fws.Conn) {
 	}
 	s.log.Debug("rpc connected", slog.String("ip", conn.ip), slog.String("subprotocol", ws.Subprotocol()))
 	conn.run()
+}
+
+// releaseUpgradedRequest frees the parsed headers of a request whose
+// connection was hijacked, an upgraded /rpc socket: fasthttp keeps the
+// request's context for as long as the socket lives (about 1.7 KiB of
+// header buffers each), and nothing reads the upgrade request once it has
+// been answered.
+func releaseUpgradedRequest(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		next(ctx)
+		if ctx.Hijacked() {
+			ctx.Request = fasthttp.Request{}
+		}
+	}
 }

@@ -132,6 +132,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	}
 	fiberProxyConfig(&fcfg, proxies)
 	s.app = fiber.New(fcfg)
+	s.app.Server().Handler = releaseUpgradedRequest(s.app.Server().Handler)
 	if err := s.useHTTPMetrics(d.Registry); err != nil {
 		return nil, err
 	}

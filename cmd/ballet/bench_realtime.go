@@ -44,6 +44,7 @@ type rtOptions struct {
 	idle, watchers, rate, sharedRate, storedEvery, turns int
 	duration                                             time.Duration
 	idleHold                                             time.Duration // idle sockets held with heartbeats before the steady-state reading
+	memLimit                                             string        // GOMEMLIMIT of the api child; empty is none
 	phases                                               map[string]bool
 }
 
@@ -73,6 +74,7 @@ func newBenchRealtimeCmd() *cobra.Command {
 	addConfigFlag(c, &f.config)
 	fs.IntVar(&f.idle, "idle", defaultIdleSockets(), "idle sockets (the default is what RLIMIT_NOFILE leaves room for)")
 	fs.DurationVar(&f.idleHold, "idle-hold", 2*time.Minute, "how long the idle sockets exchange heartbeats before the api's steady-state RSS is read")
+	fs.StringVar(&f.memLimit, "api-memory-limit", "", "GOMEMLIMIT of the api child (what 90% of a container's limits.memory gives it), e.g. 360MiB; empty is none")
 	fs.IntVar(&f.watchers, "watchers", 1000, "watching sockets in the fan-out phases")
 	fs.IntVar(&f.rate, "rate", 5000, "outputs published per second in all (fanout)")
 	fs.IntVar(&f.sharedRate, "shared-rate", 20, "outputs published per second to the one shared session (shared)")
@@ -125,7 +127,7 @@ func benchRealtime(ctx context.Context, f rtFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	env, err := startRealtimeBench(ctx, cfg, configPath(f.config))
+	env, err := startRealtimeBench(ctx, cfg, configPath(f.config), o.memLimit)
 	if err != nil {
 		return err
 	}
@@ -161,13 +163,17 @@ func benchRealtime(ctx context.Context, f rtFlags, out io.Writer) error {
 func defaultIdleSockets() int {
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil || lim.Max > 1<<20 {
-		return 20000
+		return maxIdleSockets
 	}
 	// What the api child sizes server.rpc_max_connections 0 to: the limit
 	// less 1,024 other descriptors and its pools (api.CheckFileLimit), with
 	// room to spare.
-	return max(1, min(20000, int(lim.Max)-1400))
+	return max(1, min(maxIdleSockets, int(lim.Max)-1400))
 }
+
+// maxIdleSockets is the most idle sockets the bench holds: the figure the
+// goal names.
+const maxIdleSockets = 20000
 
 // realtimeBench is the fresh database, the api child process and a tenant
 // whose API token the sockets use.
@@ -186,14 +192,16 @@ type realtimeBench struct {
 	caller  store.Caller
 	project string
 	redis   redis.UniversalClient
+	// memLimit is the api child's GOMEMLIMIT; empty leaves none.
+	memLimit string
 }
 
-func startRealtimeBench(ctx context.Context, cfg Config, cfgPath string) (*realtimeBench, error) {
+func startRealtimeBench(ctx context.Context, cfg Config, cfgPath, memLimit string) (*realtimeBench, error) {
 	dbURL, drop, err := freshDatabase(ctx, cfg.Database)
 	if err != nil {
 		return nil, err
 	}
-	e := &realtimeBench{cfg: cfg, drop: drop, dbURL: dbURL, ns: fmt.Sprintf("benchrt-%d-", time.Now().UnixNano())}
+	e := &realtimeBench{cfg: cfg, drop: drop, dbURL: dbURL, ns: fmt.Sprintf("benchrt-%d-", time.Now().UnixNano()), memLimit: memLimit}
 	dc := cfg.Database
 	dc.URL = dbURL
 	if e.db, err = store.Open(ctx, dc); err != nil {
@@ -243,10 +251,15 @@ func (e *realtimeBench) startAPI(ctx context.Context, cfgPath string) error {
 	e.url = "ws://" + e.addr + "/rpc"
 	e.api = exec.Command(exe, "api")
 	env := []string{"BALLET_DATABASE_URL=" + e.dbURL, "BALLET_REDIS_NAMESPACE=" + e.ns, "BALLET_SERVER_ADDR=" + e.addr,
-		"BALLET_METRICS_ADDR=" + e.metrics, "BALLET_LOG_LEVEL=error", "BALLET_AUTH_MODE=token"}
+		"BALLET_METRICS_ADDR=" + e.metrics, "BALLET_LOG_LEVEL=error", "BALLET_AUTH_MODE=token",
+		// One organization holds every socket of the bench: its share is
+		// the whole server.
+		"BALLET_SERVER_RPC_MAX_CONNECTIONS_PER_ORGANIZATION=" + fmt.Sprint(maxIdleSockets)}
 	if cfgPath != "" {
 		env = append(env, "BALLET_CONFIG="+cfgPath)
 	}
+	// The api's memory limit is the bench's to set, never inherited.
+	env = append(env, "GOMEMLIMIT="+e.memLimit)
 	e.api.Env = append(os.Environ(), env...)
 	e.api.Stdout, e.api.Stderr = io.Discard, os.Stderr
 	if err := e.api.Start(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"log/slog"
 	"os"
 
@@ -48,6 +49,7 @@ type service interface {
 func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error) {
 	log := newLogger(cfg.Log, os.Stderr).With(slog.String("service", serviceName))
 	slog.SetDefault(log)
+	setMemoryLimit(log, memlimit.FromCgroup)
 	redis.SetLogger(redisLogger{log.With(slog.String("component", "go-redis"))})
 	cfg.Database.ApplicationName = "ballet-" + serviceName
 	db, err := store.Open(ctx, cfg.Database)
