@@ -104,11 +104,11 @@ func (pg page) until(what, expr string) {
 }
 
 // eval evaluates a JavaScript expression.
-func eval[T any](pg page, expr string) T {
+func eval[T any](pg page, expr string, opts ...chromedp.EvaluateOption) T {
 	pg.t.Helper()
 	ctx, cancel := context.WithTimeout(pg.ctx, storetest.WaitTimeout)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, opts...))
 	if err != nil {
 		pg.fail("evaluate "+expr, err)
 	}
@@ -122,10 +122,12 @@ func (pg page) shot(name string) {
 	if os.Getenv("BALLET_SCREENSHOTS") != "1" {
 		return
 	}
-	// A full-page capture draws sticky bars where the viewport was: they
-	// go back in the flow for the capture.
+	// A full-page capture draws sticky bars where the viewport was, and
+	// leaves blank the turns out of view (content-visibility): the bars go
+	// back in the flow and every turn is drawn for the capture.
 	eval[any](pg, `(() => { const s = document.createElement('style'); s.id = 'shot';
-		s.textContent = '.top, .dock { position: static !important; }'; document.head.append(s); })()`)
+		s.textContent = '.top, .dock { position: static !important; } .turn-block { content-visibility: visible !important; }';
+		document.head.append(s); })()`)
 	b, err := chromedp.Run(pg.ctx, chromedp.FullScreenshot(100))
 	eval[any](pg, `document.getElementById('shot')?.remove()`)
 	if err != nil {

@@ -36,6 +36,8 @@ function escapeHTML(s: string): string {
 
 /** renderMarkdown turns Markdown into sanitized HTML. */
 export function renderMarkdown(src: string): string {
+  // A test hook: how many times the page rendered Markdown.
+  (window as any).__balletMarkdownRenders = ((window as any).__balletMarkdownRenders ?? 0) + 1;
   const html = md.parse(src) as string;
   return DOMPurify.sanitize(html, {
     FORBID_TAGS: ["style", "form", "input", "button", "iframe", "object", "embed", "svg", "math"],

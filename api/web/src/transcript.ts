@@ -69,8 +69,9 @@ export interface Block {
   entries: Entry[];
 }
 
-/** Transcript folds outputs; it is immutable from the view's side: apply
- * returns whether anything changed. */
+/** Transcript folds outputs. Entries are immutable: a change to one is a
+ * new object in a new array, and the others keep their identity, so the
+ * view redraws only what changed however long the session is. */
 export class Transcript {
   entries: Entry[] = [];
   turns = new Map<string, Turn>();
@@ -123,14 +124,30 @@ export class Transcript {
     return t;
   }
 
-  /** live is the turn's streaming answer when it is the turn's last entry. */
-  private live(turn: string): Extract<Entry, { kind: "assistant" }> | undefined {
+  /** liveAt is the index of the turn's streaming answer when it is the
+   * turn's last entry, else -1. */
+  private liveAt(turn: string): number {
     for (let i = this.entries.length - 1; i >= 0; i--) {
       const e = this.entries[i];
       if (e.turn !== turn) continue;
-      return e.kind === "assistant" && e.live ? e : undefined;
+      return e.kind === "assistant" && e.live ? i : -1;
     }
-    return undefined;
+    return -1;
+  }
+
+  /** live is the turn's streaming answer when it is the turn's last entry. */
+  private live(turn: string): Extract<Entry, { kind: "assistant" }> | undefined {
+    const i = this.liveAt(turn);
+    return i < 0 ? undefined : (this.entries[i] as Extract<Entry, { kind: "assistant" }>);
+  }
+
+  /** replace puts a changed copy of the entry at i: an entry is never
+   * changed in place, so the view redraws exactly the entries that are new
+   * objects. */
+  private replace(i: number, e: Entry) {
+    const next = [...this.entries];
+    next[i] = e;
+    this.entries = next;
   }
 
   /** dropLive removes a turn's streaming text: its stored message has it. */
@@ -171,13 +188,12 @@ export class Transcript {
           text = this.place(o);
         }
         if (text === undefined) break;
-        const cur = this.live(o.turn);
-        if (cur) {
-          cur.text = text;
+        const at = this.liveAt(o.turn);
+        if (at >= 0) {
+          this.replace(at, { ...(this.entries[at] as Extract<Entry, { kind: "assistant" }>), text });
         } else if (text !== "") {
-          this.entries.push({ kind: "assistant", key: "live-" + key, turn: o.turn, text, live: true });
+          this.entries = [...this.entries, { kind: "assistant", key: "live-" + key, turn: o.turn, text, live: true }];
         }
-        this.entries = [...this.entries];
         break;
       }
       case "message": {
@@ -193,8 +209,8 @@ export class Transcript {
         break;
       }
       case "tool_call": {
-        const cur = this.live(o.turn);
-        if (cur) cur.live = false;
+        const at = this.liveAt(o.turn);
+        if (at >= 0) this.replace(at, { ...(this.entries[at] as Extract<Entry, { kind: "assistant" }>), live: false });
         this.entries = [
           ...this.entries,
           { kind: "tool", key, turn: o.turn, id: o.tool_use_id ?? "", name: o.tool ?? "", input: o.input },

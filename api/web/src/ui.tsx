@@ -1,10 +1,11 @@
 // Shared view pieces.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { renderMarkdown } from "./markdown";
 
-/** Markdown renders sanitized Markdown. */
+/** Markdown renders sanitized Markdown, again only when src changes. */
 export function Markdown(props: { src: string; class?: string }) {
-  return <div class={"md " + (props.class ?? "")} dangerouslySetInnerHTML={{ __html: renderMarkdown(props.src) }} />;
+  const html = useMemo(() => renderMarkdown(props.src), [props.src]);
+  return <div class={"md " + (props.class ?? "")} dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
 /** useLoad runs load and reruns it when deps change or reload is called. */

@@ -1,10 +1,11 @@
 // A planner session over /rpc: the transcript, the streaming answer, tool
 // calls, queued turns, the composer and automatic resume.
+import { Component } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { get, type Session } from "../api";
 import { socket } from "../rpcclient";
 import { RpcError, type ConnState } from "../rpc";
-import { Transcript, type Entry, type Output, type Turn } from "../transcript";
+import { Transcript, type Entry, type Output, type Turn, type TurnState } from "../transcript";
 import { Markdown } from "../ui";
 import { ChangesetCard } from "./Changesets";
 
@@ -148,13 +149,7 @@ export function SessionPage(props: { project: string; id: string }) {
       {error && <div class="error" role="alert">{error}</div>}
       <ol class="transcript" aria-live="polite">
         {tr.blocks().map((b) => (
-          <li key={b.turn.id} class="turn-block" data-turn={b.turn.id} data-state={b.turn.state}>
-            <ol>
-              {b.entries.map((e) => (
-                <EntryView key={e.key} e={e} />
-              ))}
-            </ol>
-          </li>
+          <TurnBlock key={b.turn.id} id={b.turn.id} state={b.turn.state} entries={b.entries} />
         ))}
         {pending.map((m) => (
           <li key={m.turn} class="turn-block pending" data-turn={m.turn} data-state={m.state}>
@@ -176,6 +171,47 @@ export function SessionPage(props: { project: string; id: string }) {
       <div ref={end} />
     </section>
   );
+}
+
+interface TurnBlockProps {
+  id: string;
+  state: TurnState;
+  entries: Entry[];
+}
+
+/** TurnBlock is one turn's block. It redraws only when the turn's state
+ * changes or one of its entries is a new object (entries are immutable):
+ * a delta redraws the live answer's block, not the whole transcript. */
+class TurnBlock extends Component<TurnBlockProps> {
+  shouldComponentUpdate(next: TurnBlockProps) {
+    const prev = this.props;
+    return (
+      next.state !== prev.state ||
+      next.entries.length !== prev.entries.length ||
+      next.entries.some((e, i) => e !== prev.entries[i])
+    );
+  }
+  render({ id, state, entries }: TurnBlockProps) {
+    return (
+      <li class="turn-block" data-turn={id} data-state={state}>
+        <ol>
+          {entries.map((e) => (
+            <EntryItem key={e.key} e={e} />
+          ))}
+        </ol>
+      </li>
+    );
+  }
+}
+
+/** EntryItem redraws an entry only when it is a new object. */
+class EntryItem extends Component<{ e: Entry }> {
+  shouldComponentUpdate(next: { e: Entry }) {
+    return next.e !== this.props.e;
+  }
+  render({ e }: { e: Entry }) {
+    return <EntryView e={e} />;
+  }
 }
 
 function TurnList(props: { turns: Turn[]; cancel: (turn: string) => void }) {
