@@ -16,10 +16,7 @@ export BALLET_DATABASE_URL BALLET_TEST_DATABASE_URL
 .PHONY: build run test lint services bench clean web cluster
 
 build:
-	@echo "build: fetching Go modules (go mod download; the first time downloads every dependency)"
-	@$(GO) mod download
-	@echo "build: compiling $(BIN) (the first build compiles every dependency: a few minutes; later ones take seconds)"
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ballet
+	@GO=$(GO) deploy/dev/build.sh $(BIN) '$(LDFLAGS)'
 
 services:
 	@deploy/dev/services.sh
