@@ -39,6 +39,9 @@ type chatTarget struct {
 	session store.Session
 	// human maps each turn to the text its human sent.
 	human map[string]string
+	// history is the session's stored outputs when the chat opened it,
+	// shown before the first screen; the watch follows after the last.
+	history []rpcclient.Output
 }
 
 func newChatCmd() *cobra.Command {
@@ -50,9 +53,12 @@ func newChatCmd() *cobra.Command {
 			"and --session it lists the projects and sessions to pick from (plain mode starts a new\n" +
 			"session). A new session is created when the first message is sent, titled from it. Enter\n" +
 			"sends, Alt+Enter or Ctrl+J starts a new line, Ctrl-C cancels the running turn and a second\n" +
-			"Ctrl-C quits. When stdout is not a terminal (or with --plain) it sends each line of stdin,\n" +
-			"prints \"session: ID\" first (to go on with --session ID), then the answers as lines, and\n" +
-			"exits after the last turn at EOF; input without text sends nothing and creates no session.",
+			"Ctrl-C quits. A changeset the planner proposes shows its operations, numbered: /apply applies\n" +
+			"the latest one waiting for a decision, /apply 1,3 only those operations, /reject [reason]\n" +
+			"rejects it, and /help lists the commands. When stdout is not a terminal (or with --plain) it\n" +
+			"sends each line of stdin, prints \"session: ID\" first (to go on with --session ID), then the\n" +
+			"answers as lines, and exits after the last turn at EOF; input without text sends nothing and\n" +
+			"creates no session.",
 		Example: "  ballet chat --project DEMO\n  echo 'plan the login page' | ballet chat --project DEMO --new --plain",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runChat(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())

@@ -65,6 +65,8 @@ type chatModel struct {
 	// message goes (nil for an existing session); opening says it runs.
 	opener  sessionOpener
 	opening bool
+	// startup holds the commands the history asked for, run by Init.
+	startup []tea.Cmd
 }
 
 // watchFeed is what the chat screen reads of a watch.
@@ -91,11 +93,14 @@ func newChatModel(ctx context.Context, conn plannerConn, rest *restClient, w wat
 	if w != nil {
 		m.outputs, m.watchErr = w.Outputs(), w.Err
 	}
+	m.applyHistory(tgt.history)
+	m.tgt.history = nil
 	return m
 }
 
 func (m chatModel) Init() tea.Cmd {
-	return tea.Batch(textarea.Blink, m.spin.Tick, waitOutput(m.outputs, m.watchErr), waitState(m.states))
+	cmds := []tea.Cmd{textarea.Blink, m.spin.Tick, waitOutput(m.outputs, m.watchErr), waitState(m.states)}
+	return tea.Batch(append(cmds, m.startup...)...)
 }
 
 func waitOutput(ch <-chan rpcclient.Output, errf func() error) tea.Cmd {
@@ -126,6 +131,10 @@ func waitState(ch <-chan rpcclient.State) tea.Cmd {
 
 func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	var cmds []tea.Cmd
+	// Whether the newest lines are in view is decided before anything
+	// changes: a resize changes the viewport's height and the transcript's
+	// wrapping, and must not lose the bottom.
+	follow := m.following()
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -182,12 +191,16 @@ func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 	case humanTextMsg:
 		m.tr.setHuman(msg.turn, msg.text)
+	case changesetMsg:
+		m.loaded(msg)
+	case decidedMsg:
+		m.decided(msg)
 	default:
 		var cmd tea.Cmd
 		m.ta, cmd = m.ta.Update(msg)
 		cmds = append(cmds, cmd)
 	}
-	m.refresh()
+	m.refresh(follow)
 	return m, tea.Batch(cmds...)
 }
 
@@ -202,7 +215,7 @@ func (m chatModel) interrupt() (tea.Model, tea.Cmd) {
 	m.notice = "cancelling… (Ctrl-C again to quit)"
 	conn, session, turn := m.conn, m.tgt.session.ID, m.running
 	ctx := m.ctx
-	m.refresh()
+	m.refresh(m.following())
 	return m, func() tea.Msg {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -211,13 +224,16 @@ func (m chatModel) interrupt() (tea.Model, tea.Cmd) {
 }
 
 // send sends the composer's text as a new turn, after the messages typed
-// before it.
+// before it; a command (see chatCommands) runs here instead.
 func (m *chatModel) send() tea.Cmd {
 	text := strings.TrimSpace(m.ta.Value())
 	if text == "" {
 		return nil
 	}
 	m.ta.Reset()
+	if name, args, ok := parseCommand(text); ok {
+		return m.command(name, args)
+	}
 	turn := uuid.NewString()
 	m.open[turn] = true
 	m.tr.human(turn, text)
@@ -243,6 +259,9 @@ func (m *chatModel) apply(o rpcclient.Output) tea.Cmd {
 		m.tr.toolCall(o.Turn, o.ToolUseID, o.Tool, compactJSON(o.Input))
 	case store.OutputToolResult:
 		m.tr.toolResult(o.Turn, o.ToolUseID, o.Tool, o.IsError, firstLine(o.Text))
+		if id := proposedChangeset(o); id != "" {
+			cmd = m.showChangeset(o.Turn, id)
+		}
 	case store.OutputQueued:
 		m.open[o.Turn] = true
 		if !m.tr.shown(o.Turn) {
@@ -327,10 +346,15 @@ func (m *chatModel) layout() {
 	m.vp.Height = max(m.height-1-1-m.ta.Height(), 1)
 }
 
-// refresh renders the transcript into the viewport, following the end
-// unless the human scrolled up.
-func (m *chatModel) refresh() {
-	follow := m.vp.AtBottom() || m.vp.TotalLineCount() <= m.vp.Height
+// following says whether the newest lines are in view: the human did not
+// scroll up.
+func (m *chatModel) following() bool {
+	return m.vp.AtBottom() || m.vp.TotalLineCount() <= m.vp.Height
+}
+
+// refresh renders the transcript into the viewport, and shows its end when
+// follow (see following, taken before the change).
+func (m *chatModel) refresh(follow bool) {
 	m.vp.SetContent(m.tr.render(max(m.width, 10), m.md, strings.TrimSpace(m.spin.View())))
 	if follow {
 		m.vp.GotoBottom()
@@ -348,30 +372,10 @@ func (m chatModel) status() string {
 	case len(m.open) > 0:
 		return m.spin.View() + "answering · Ctrl-C cancels"
 	}
-	return dim.Render("Enter sends · Alt+Enter new line · PgUp/PgDn scroll · Ctrl-C quits")
+	return dim.Render("Enter sends · Alt+Enter new line · PgUp/PgDn scroll · /help · Ctrl-C quits")
 }
 
 func (m chatModel) View() string {
 	header := headerStyle.Render(fmt.Sprintf("ballet chat · %s · %s", m.tgt.project.Key, sessionLabel(m.tgt.session)))
 	return header + "\n" + m.vp.View() + "\n" + m.status() + "\n" + m.ta.View()
-}
-
-// runChatTUI runs the chat screen until the human quits. An existing
-// session is watched from the start; a new one once the first message
-// created it.
-func runChatTUI(ctx context.Context, c *rpcclient.Client, rest *restClient, tgt chatTarget) error {
-	var m chatModel
-	if tgt.session.ID == "" {
-		m = newChatModel(ctx, c, rest, nil, c.States(), tgt, newSessionOpener(rest, c, tgt.project))
-	} else {
-		w, err := watchSession(ctx, c, tgt.session.ID)
-		if err != nil {
-			return err
-		}
-		m = newChatModel(ctx, c, rest, w, c.States(), tgt, nil)
-	}
-	if _, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx)).Run(); err != nil {
-		return fmt.Errorf("chat: %w", err)
-	}
-	return nil
 }

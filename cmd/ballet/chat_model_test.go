@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -256,5 +257,40 @@ func TestPickerTakesKeysByType(t *testing.T) {
 	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	if p := m.(pickerModel); p.chosen != 2 {
 		t.Fatalf("chosen %d, want 2", p.chosen)
+	}
+}
+
+// A resize keeps the newest lines in view when they were; a transcript
+// scrolled up stays where it was.
+func TestChatScreenResizeKeepsNewestInView(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		scrolled  bool
+		size      tea.WindowSizeMsg
+		want, not []string
+	}{
+		{"lower", false, tea.WindowSizeMsg{Width: 100, Height: 15}, []string{"answer 29 with words"}, nil},
+		{"narrower", false, tea.WindowSizeMsg{Width: 30, Height: 30}, []string{"answer 29 with"}, nil},
+		{"narrower and lower", false, tea.WindowSizeMsg{Width: 30, Height: 12}, []string{"answer 29 with"}, nil},
+		{"higher", false, tea.WindowSizeMsg{Width: 100, Height: 50}, []string{"answer 29 with words"}, nil},
+		{"scrolled up", true, tea.WindowSizeMsg{Width: 100, Height: 15}, nil, []string{"answer 29"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m, _ := newTestScreen(t) // 100×30
+			for i := range 30 {
+				turn := fmt.Sprintf("t%d", i)
+				m = feed(m, queuedOf(turn, fmt.Sprintf("question %d", i), 0),
+					answerOf(turn, fmt.Sprintf("answer %d with words enough to wrap on a narrow screen", i)),
+					outputMsg{Turn: turn, Type: store.OutputDone, Text: store.ReasonEndTurn})
+			}
+			expectScreen(t, screenText(m.View()), []string{"answer 29 with words"}, nil)
+			if c.scrolled {
+				m = feed(m, tea.KeyMsg{Type: tea.KeyPgUp}, tea.KeyMsg{Type: tea.KeyPgUp})
+			}
+			expectScreen(t, screenText(feed(m, c.size).View()), c.want, c.not)
+		})
 	}
 }

@@ -45,7 +45,7 @@ func runPiped(ctx context.Context, dial func(context.Context) (*rpcclient.Client
 		}
 	}
 	fmt.Fprintln(out, "session: "+tgt.session.ID)
-	w, err := watchSession(ctx, c, tgt.session.ID)
+	w, err := watchSession(ctx, c, tgt.session.ID, 0)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func newSessionOpener(rest *restClient, c *rpcclient.Client, p store.Project) se
 			}
 			created = s
 		}
-		w, err := watchSession(ctx, c, created.ID)
+		w, err := watchSession(ctx, c, created.ID, 0)
 		if err != nil {
 			return store.Session{}, nil, err
 		}
@@ -80,9 +80,10 @@ func newSessionOpener(rest *restClient, c *rpcclient.Client, p store.Project) se
 	}
 }
 
-// watchSession follows the outputs of session id from its first one.
-func watchSession(ctx context.Context, c *rpcclient.Client, id string) (watchFeed, error) {
-	w, err := c.Watch(ctx, id, 0)
+// watchSession follows the outputs of session id after cursor from (0:
+// from its first one).
+func watchSession(ctx context.Context, c *rpcclient.Client, id string, from int64) (watchFeed, error) {
+	w, err := c.Watch(ctx, id, from)
 	if err != nil {
 		return nil, fmt.Errorf("chat: watch session %s: %w", id, err)
 	}

@@ -16,14 +16,31 @@ import (
 )
 
 // chatScript is the model of the chat tests: a message asking to go slow
-// streams for a long while; any other one searches the plan, then answers
-// in Markdown, once a file exists at the path formatted in.
+// streams for a long while; one asking to propose proposes a changeset of
+// two tickets, the first blocking the second; any other one searches the
+// plan, then answers in Markdown, once a file exists at the path formatted
+// in.
 var chatScript = `name: chat
 answers:
   - match: '\[tool_result search_project\]'
     hold_until: %q
     content:
       - text: "Nothing about **auth** yet: I found no matching items."
+  - match: '\[tool_result propose_changeset\]'
+    content:
+      - text: "I proposed a changeset for you to review."
+  - match: '(?i)propose'
+    content:
+      - text: "Let me propose the tickets."
+      - tool_use:
+          name: propose_changeset
+          input:
+            title: Password reset
+            summary: The endpoint first, then the page that calls it.
+            operations:
+              - {kind: create_item, ref: api, create: {kind: ticket, title: Reset endpoint}}
+              - {kind: create_item, ref: page, create: {kind: ticket, title: Reset page}}
+              - {kind: add_dependency, dependency: {from: $api, to: $page, type: blocks}}
   - match: '(?i)slow'
     chunk_size: 6
     chunk_latency: 300ms
@@ -258,6 +275,30 @@ func (p pane) waitFor(what string, want ...string) {
 		return true
 	}) {
 		p.t.Fatalf("timed out after %s waiting for %s; the screen:\n%s", storetest.WaitTimeout, what, screen)
+	}
+}
+
+// waitWithout is waitFor, failing as soon as a screen shows never.
+func (p pane) waitWithout(what, never string, want ...string) {
+	p.t.Helper()
+	var screen string
+	shown := false
+	if !storetest.Poll(storetest.WaitTimeout, func() bool {
+		screen = p.capture()
+		if shown = strings.Contains(screen, never); shown {
+			return true
+		}
+		for _, w := range want {
+			if !strings.Contains(screen, w) {
+				return false
+			}
+		}
+		return true
+	}) {
+		p.t.Fatalf("timed out after %s waiting for %s; the screen:\n%s", storetest.WaitTimeout, what, screen)
+	}
+	if shown {
+		p.t.Fatalf("the screen showed %q while waiting for %s:\n%s", never, what, screen)
 	}
 }
 

@@ -18,6 +18,8 @@ const (
 	entryAssistant
 	entryTool
 	entryNote
+	entryChangeset
+	entryCommand
 	entryHidden
 )
 
@@ -44,6 +46,10 @@ type entry struct {
 	input      string
 	state      toolState
 	errText    string
+	// cs is the changeset an entryChangeset shows.
+	cs *csView
+	// failed marks the result of a command that failed.
+	failed bool
 }
 
 // turnBlock is the entries of one turn, in the order they came, or one
@@ -65,11 +71,15 @@ type transcript struct {
 	// ended holds the turns that are done, with the state their tools
 	// that never finished are shown in.
 	ended map[string]string
+	// changesets are the changesets proposed, in the order their proposals
+	// came, and by id.
+	changesets []*csView
+	csByID     map[string]*csView
 }
 
 func newTranscript() transcript {
 	return transcript{turns: map[string]*turnBlock{}, humans: map[string]*entry{}, live: map[string]*entry{},
-		tools: map[string]*entry{}, ended: map[string]string{}}
+		tools: map[string]*entry{}, ended: map[string]string{}, csByID: map[string]*csView{}}
 }
 
 // block is the turn's block, added at the end when the turn is new.
@@ -210,6 +220,24 @@ func (t *transcript) note(turn, text string) {
 	t.add(&entry{kind: entryNote, turn: turn, text: text})
 }
 
+// changeset shows a changeset proposed in turn, once: it returns nil when
+// it is shown already.
+func (t *transcript) changeset(turn, id string) *csView {
+	if t.csByID[id] != nil {
+		return nil
+	}
+	v := &csView{id: id}
+	t.csByID[id] = v
+	t.changesets = append(t.changesets, v)
+	t.add(&entry{kind: entryChangeset, turn: turn, cs: v})
+	return v
+}
+
+// commandResult shows what a command typed here did, at the end.
+func (t *transcript) commandResult(text string, failed bool) {
+	t.add(&entry{kind: entryCommand, text: text, failed: failed})
+}
+
 // done ends a turn: what streamed stays as it is, tools still running are
 // marked cancelled (or interrupted, when the turn ended otherwise), and an
 // end other than end_turn is said.
@@ -253,7 +281,8 @@ func (t *transcript) render(width int, md *markdown, spin string) string {
 		}
 		if b.Len() > 0 {
 			b.WriteString("\n")
-			if e.kind == entryHuman || e.kind == entryAssistant || prev == entryAssistant {
+			if e.kind == entryHuman || e.kind == entryAssistant || e.kind == entryCommand || prev == entryAssistant ||
+				prev == entryCommand {
 				b.WriteString("\n")
 			}
 		}
@@ -276,6 +305,10 @@ func (t *transcript) render(width int, md *markdown, spin string) string {
 			b.WriteString(ansi.Truncate(toolLine(e, spin), width, "…"))
 		case entryNote:
 			b.WriteString(dim.Render(ansi.Truncate(e.text, width, "…")))
+		case entryChangeset:
+			b.WriteString(e.cs.render(width))
+		case entryCommand:
+			b.WriteString(commandLine(e, width))
 		}
 	}
 	return b.String()
