@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"mime"
@@ -15,6 +16,11 @@ import (
 // appPrefixes are the paths the browser app never answers: the api's own.
 var appPrefixes = []string{"/api/", "/rpc", "/healthz", "/readyz", "/metrics", "/openapi.json", MonitoringPath}
 
+// localModeMeta tells the app, in its index.html, that the server runs in
+// auth.mode local: without it and without a token of its own, the app
+// shows its sign-in at once instead of asking the api and being refused.
+const localModeMeta = `<meta name="ballet-auth" content="local" />`
+
 // mountWebApp serves the embedded browser app at /: its files as they
 // are, with long caching for the content-hashed assets, and index.html for
 // every other GET of a path the api does not own, so the app's own routes
@@ -28,6 +34,9 @@ func (s *Server) mountWebFS(files fs.FS) {
 	if err != nil {
 		s.log.Warn("web app: no index.html in the bundle; / is not served", "error", err)
 		return
+	}
+	if s.auth.Mode == AuthLocal {
+		index = bytes.Replace(index, []byte("</head>"), []byte(localModeMeta+"</head>"), 1)
 	}
 	headers := SecurityHeaders(HTMLPolicy{})
 	s.app.Use(func(c *fiber.Ctx) error {

@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/api/web"
 )
 
@@ -77,5 +79,38 @@ func TestWebAppIsServed(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 404 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 		t.Fatalf("POST /projects: %d %s, want the api's 404", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
+
+// The app's page says when the server runs in auth.mode local, so that the
+// app, without a token, asks the api only then.
+func TestWebAppPageTellsLocalMode(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		env   *env
+		local bool
+	}{
+		{"token mode", newEnv(t), false},
+		{"local mode", newAuthEnv(t, api.AuthConfig{Mode: api.AuthLocal}, nil), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := http.Get("http://" + tt.env.srv.Addr() + "/projects/WEB/board")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil || res.StatusCode != 200 {
+				t.Fatalf("status %d, %v", res.StatusCode, err)
+			}
+			meta := `<meta name="ballet-auth" content="local" />`
+			if got := strings.Contains(string(b), meta); got != tt.local {
+				t.Fatalf("the page has %s: %v, want %v\n%s", meta, got, tt.local, b)
+			}
+			if !strings.Contains(string(b), `<div id="app">`) {
+				t.Fatalf("not the app's page:\n%s", b)
+			}
+		})
 	}
 }

@@ -31,6 +31,7 @@ func TestWebAppShowsTheHumansSide(t *testing.T) {
 	base := "http://" + p.addr
 	c := client{t: t, base: base + "/api/v1", token: token}
 	pg := page{t: t, ctx: ctx, p: p}
+	console := pg.watchConsole()
 
 	pg.run("open sign-in", chromedp.Navigate(base+"/"))
 	pg.signIn(token)
@@ -126,4 +127,5 @@ func TestWebAppShowsTheHumansSide(t *testing.T) {
 	if s := c.do("GET", "/changesets/"+id, nil, &cs); s != 200 || cs.Status != "rejected" {
 		t.Fatalf("changeset %s after the rejection: %d %+v", id, s, cs)
 	}
+	console.none(pg, "over the whole flow")
 }

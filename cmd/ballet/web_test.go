@@ -125,9 +125,10 @@ func (pg page) shot(name string) {
 	// A full-page capture draws sticky bars where the viewport was, and
 	// leaves blank the turns out of view (content-visibility): the bars go
 	// back in the flow and every turn is drawn for the capture.
-	eval[any](pg, `(() => { const s = document.createElement('style'); s.id = 'shot';
+	eval[any](pg, `(async () => { const s = document.createElement('style'); s.id = 'shot';
 		s.textContent = '.top, .dock { position: static !important; } .turn-block { content-visibility: visible !important; }';
-		document.head.append(s); })()`)
+		document.head.append(s); void document.documentElement.offsetHeight;
+		await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); })()`, chromedp.EvalAwaitPromise)
 	b, err := chromedp.Run(pg.ctx, chromedp.FullScreenshot(100))
 	eval[any](pg, `document.getElementById('shot')?.remove()`)
 	if err != nil {
@@ -165,14 +166,18 @@ func TestWebAppInABrowser(t *testing.T) {
 		t.Fatalf("create knowledge entry: %d", s)
 	}
 	pg := page{t: t, ctx: ctx, p: p}
+	console := pg.watchConsole()
 
 	// Sign in by pasting the token; the projects page lists the demo project.
 	pg.run("open sign-in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")))
+	console.none(pg, "on the sign-in page")
 	pg.shot("sign-in")
 	// A wrong token is refused with a message, not a silently cleared form.
 	pg.run("sign in with a wrong token", chromedp.SendKeys(chromedp.ID("token"), "blt_wrong"), chromedp.SendKeys(chromedp.ID("token"), kb.Enter))
 	pg.until("the wrong token refused with a message",
 		`(document.querySelector('main.signin [role=alert]')?.textContent ?? '') === 'That token was not accepted.'`)
+	// The browser logs the api's 401 to the wrong token, and nothing else.
+	onlyExpected(t, console.take(pg), "status of 401")
 	pg.signIn(token)
 	pg.shot("projects")
 
@@ -286,6 +291,7 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.run("show all knowledge", chromedp.Click(chromedp.CSS(`form.search button[type=button]`)))
 	pg.until("every entry again", `!document.querySelector('p.found')`)
 	pg.shot("knowledge")
+	console.none(pg, "over the whole flow")
 }
 
 // The committed bundle (api/web/dist) is what `npm ci && npm run build` makes

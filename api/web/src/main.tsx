@@ -15,6 +15,10 @@ import "./style.css";
 
 type Auth = "checking" | "signed-in" | "local" | "signed-out";
 
+/** localMode reports whether the server said, in the page, that it runs
+ * in auth.mode local (api/web.go). */
+const localMode = () => document.querySelector('meta[name="ballet-auth"]')?.getAttribute("content") === "local";
+
 function SignIn(props: { done: () => void; error: string }) {
   const [t, setT] = useState("");
   return (
@@ -56,6 +60,13 @@ function App() {
   const [auth, setAuth] = useState<Auth>("checking");
   const [error, setError] = useState("");
   const check = () => {
+    // Without a token, only a server in local mode lets the app in: it
+    // says so in the page, and the api is asked nothing otherwise.
+    if (!token() && !localMode()) {
+      setError("");
+      setAuth("signed-out");
+      return;
+    }
     setAuth("checking");
     get("/organizations").then(
       () => setAuth(token() ? "signed-in" : "local"),
@@ -71,7 +82,12 @@ function App() {
     );
   };
   useEffect(check, []);
-  if (auth === "checking") return <p class="empty">Loading…</p>;
+  if (auth === "checking")
+    return (
+      <main>
+        <p class="empty">Loading…</p>
+      </main>
+    );
   if (auth === "signed-out") return <SignIn done={check} error={error} />;
   const r = route(decodeURI(path), new URLSearchParams(location.search));
   const tab = (href: string, label: string) => (

@@ -137,19 +137,18 @@ export function BoardPage(props: { project: string; item?: string }) {
               </h2>
               <ul>
                 {cards.map((t) => (
-                  <li
-                    key={t.key}
-                    class={"ticket" + (data!.runnable.has(t.key) ? " runnable" : "") + (props.item === t.key ? " open" : "")}
-                    data-key={t.key}
-                    tabIndex={0}
-                    role="button"
-                    aria-label={`Open ${t.key} ${t.title}`}
-                    onClick={() => navigate(`/projects/${props.project}/board?item=${t.key}`)}
-                    onKeyDown={(e) => (e.key === "Enter" || e.key === " ") && (e.preventDefault(), navigate(`/projects/${props.project}/board?item=${t.key}`))}
-                  >
-                    <code>{t.key}</code> {t.title}
-                    {data!.runnable.has(t.key) && <span class="badge runnable">runnable</span>}
-                    {(data!.blockers[t.key] ?? []).length > 0 && <p class="blocked">Blocked by {data!.blockers[t.key].join(", ")}</p>}
+                  <li key={t.key}>
+                    <button
+                      type="button"
+                      class={"ticket" + (data!.runnable.has(t.key) ? " runnable" : "") + (props.item === t.key ? " open" : "")}
+                      data-key={t.key}
+                      aria-expanded={props.item === t.key}
+                      onClick={() => navigate(`/projects/${props.project}/board?item=${t.key}`)}
+                    >
+                      <code>{t.key}</code> {t.title}
+                      {data!.runnable.has(t.key) && <span class="badge runnable">runnable</span>}
+                      {(data!.blockers[t.key] ?? []).length > 0 && <span class="blocked">Blocked by {data!.blockers[t.key].join(", ")}</span>}
+                    </button>
                   </li>
                 ))}
               </ul>

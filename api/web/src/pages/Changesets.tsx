@@ -1,6 +1,6 @@
 // Changesets: each operation as a readable diff against the current item,
 // chosen by checkbox, applied or rejected; conflicts explained in place.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError, get, post, type Changeset, type Item, type Operation, type Page } from "../api";
 import { Link } from "../router";
 import { ErrorLine, useLoad, when } from "../ui";
@@ -106,7 +106,21 @@ export function ChangesetCard(props: { id: string; initial?: Changeset; onChange
   const [decided, setDecided] = useState<{ reason?: string }>();
   const [rejecting, setRejecting] = useState<string>();
 
-  const load = () => get<Changeset>(`/changesets/${props.id}`).then(setCs, (e) => setError(e.message));
+  // A card that loads while the page is scrolled to its end (a session
+  // following its transcript) keeps the end in view as it grows.
+  const stick = useRef(false);
+  const load = () =>
+    get<Changeset>(`/changesets/${props.id}`).then(
+      (c) => {
+        stick.current = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2;
+        setCs(c);
+      },
+      (e) => setError(e.message),
+    );
+  useLayoutEffect(() => {
+    if (stick.current) window.scrollTo(0, document.documentElement.scrollHeight);
+    stick.current = false;
+  }, [cs]);
   useEffect(() => {
     if (!props.initial) load();
   }, [props.id]);

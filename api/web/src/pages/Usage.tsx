@@ -32,22 +32,23 @@ export function UsagePage(props: { project: string }) {
   );
 }
 
-/** Bars draws a row per key; href, when it gives one, links the row. */
+/** Bars draws a row per key; href, when it gives one, links the row. Its
+ * widths are shares of the chart's, so that it fits any screen: each row's
+ * label on a line of its own, the bars under it, then their sum. */
 function Bars(props: { rows: UsageRow[]; href?: (key: string) => string | undefined }) {
   if (props.rows.length === 0) return <p class="empty">No usage.</p>;
   const max = Math.max(1, ...props.rows.map((r) => r.input_tokens + r.output_tokens));
-  const h = 26;
-  const w = 640;
-  const lw = 220;
+  const h = 44;
+  const span = 78; // the longest bar's share of the width, in %: the rest holds its sum
   return (
-    <svg class="chart" role={props.href ? "group" : "img"} viewBox={`0 0 ${w} ${props.rows.length * h + 4}`} aria-label="Tokens: input and output">
+    <svg class="chart" role={props.href ? "group" : "img"} height={props.rows.length * h} aria-label="Tokens: input and output">
       {props.rows.map((r, i) => {
-        const iw = ((w - lw - 90) * r.input_tokens) / max;
-        const ow = ((w - lw - 90) * r.output_tokens) / max;
-        const y = i * h + 2;
+        const iw = (span * r.input_tokens) / max;
+        const ow = (span * r.output_tokens) / max;
+        const y = i * h;
         const to = props.href?.(r.key);
         const label = (
-          <text x={lw - 8} y={y + 16} text-anchor="end" class="label">
+          <text x="0" y={y + 14} class="label">
             {r.key.startsWith("planner:") ? "session " + r.key.slice(8, 16) : r.key.length > 30 ? r.key.slice(0, 29) + "…" : r.key}
           </text>
         );
@@ -68,9 +69,9 @@ function Bars(props: { rows: UsageRow[]; href?: (key: string) => string | undefi
             ) : (
               label
             )}
-            <rect x={lw} y={y + 3} width={iw} height={h - 8} class="in" />
-            <rect x={lw + iw} y={y + 3} width={ow} height={h - 8} class="out" />
-            <text x={lw + iw + ow + 6} y={y + 16} class="value">
+            <rect x="0" y={y + 20} width={`${iw}%`} height={16} class="in" />
+            <rect x={`${iw}%`} y={y + 20} width={`${ow}%`} height={16} class="out" />
+            <text x={`${iw + ow}%`} dx="6" y={y + 33} class="value">
               {(r.input_tokens + r.output_tokens).toLocaleString()}
             </text>
           </g>
