@@ -21,8 +21,9 @@ const blockOf = `[...document.querySelectorAll('.transcript > .turn-block')].fin
 // messages show, live and after a reload; quick sends are stored in the
 // order typed; each turn is its own block, so a message queued while a turn
 // runs, and its cancellation, stay out of the running answer; what is sent
-// while the socket is down waits and goes once it is back; and a tool call
-// left without a result when its turn ends no longer shows as running.
+// while the socket is down waits and goes once it is back; Stop ends the
+// running turn and the next one runs; and a tool call left without a
+// result when its turn ends no longer shows as running.
 func TestWebAppShowsTheHumansSide(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
@@ -96,6 +97,11 @@ func TestWebAppShowsTheHumansSide(t *testing.T) {
 	order, _ = json.Marshal([]string{first, "Alpha", "Bravo", "Charlie", "Delta"})
 	pg.until("Delta is sent once the socket is back", fmt.Sprintf(`%s === %q && !document.querySelector('.turn-block.pending') && !document.querySelector('section.session [role=alert]')`, userTexts, order))
 
+	// Stop ends the running turn: its block says so, and the next one runs.
+	eval[any](pg, `document.querySelector('.turn[data-state=running] .stop').click()`)
+	pg.until("the stopped turn's block says it was cancelled", fmt.Sprintf(`(%s?.querySelector('.marker.done')?.innerText ?? '') === 'Turn ended: cancelled'`, fmt.Sprintf(blockOf, first)))
+	pg.until("Alpha runs next", fmt.Sprintf(`%s?.dataset.state === 'running'`, fmt.Sprintf(blockOf, "Alpha")))
+
 	// A tool call whose turn ends before its result is not left running.
 	eval[any](pg, fmt.Sprintf(`window.__balletOutput({session: %q, turn: 'injected', type: 'queued', content: [{type: 'text', text: 'Echo'}]})`, session))
 	eval[any](pg, fmt.Sprintf(`window.__balletOutput({session: %q, turn: 'injected', type: 'tool_call', tool: 'list_items', tool_use_id: 'tu-1', input: {}})`, session))
@@ -107,6 +113,7 @@ func TestWebAppShowsTheHumansSide(t *testing.T) {
 	must(t, os.WriteFile(release, nil, 0o600))
 	pg.until("every turn ends", `!document.querySelector('.turn')`)
 	pg.run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(composer)))
+
 	pg.until("the human's messages after a reload", fmt.Sprintf(`%s === %q`, userTexts, order))
 	pg.until("Bravo's cancellation after a reload", fmt.Sprintf(`(%s?.querySelector('.marker.done')?.innerText ?? '') === 'Turn ended: cancelled'`, fmt.Sprintf(blockOf, "Bravo")))
 	pg.shot("session-human")
