@@ -2,15 +2,22 @@ package api
 
 import (
 	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/hibiken/asynq"
+	"github.com/hibiken/asynqmon"
 
 	"github.com/balletplanner/ballet/store"
 )
@@ -28,27 +35,72 @@ const dashboardSession = 12 * time.Hour
 // monitoringAssets are the dashboard's static files at its root: code and
 // icons of the asynqmon build, the same for everyone, served without a
 // token because browsers fetch some of them (the web app manifest) without
-// cookies. Everything else, its index and its api, needs a platform admin.
+// cookies. Everything else, its index and its api, needs a role bound at
+// platform scope (dashboardSignIn).
 var monitoringAssets = map[string]bool{
 	"manifest.json": true, "asset-manifest.json": true, "favicon.ico": true,
 	"favicon-16x16.png": true, "favicon-32x32.png": true, "apple-touch-icon.png": true,
 	"android-chrome-192x192.png": true, "android-chrome-512x512.png": true,
 }
 
+// Monitoring is the asynq dashboard (asynqmon) in its two modes: with its
+// buttons for platform admins, read-only for the other roles bound at
+// platform scope. Payloads and results show as text (dashboardText).
+type Monitoring struct {
+	admin, readOnly *asynqmon.HTTPHandler
+}
+
+// NewMonitoring builds the dashboard on conn; Close it.
+func NewMonitoring(conn asynq.RedisConnOpt) *Monitoring {
+	opts := asynqmon.Options{RootPath: MonitoringPath, RedisConnOpt: conn,
+		PayloadFormatter: asynqmon.PayloadFormatterFunc(dashboardText), ResultFormatter: asynqmon.ResultFormatterFunc(dashboardText)}
+	m := &Monitoring{admin: asynqmon.New(opts)}
+	opts.ReadOnly = true
+	m.readOnly = asynqmon.New(opts)
+	return m
+}
+
+// Close closes both modes' Redis clients.
+func (m *Monitoring) Close() error { return errors.Join(m.admin.Close(), m.readOnly.Close()) }
+
+// dashboardText is how the dashboard shows a task's payload or result:
+// as it is when it is text (ballet's are JSON), "(empty)" when there is
+// none, else its size. asynqmon's own formatter says "non-printable bytes"
+// for both.
+func dashboardText(_ string, b []byte) string {
+	switch {
+	case len(bytes.TrimSpace(b)) == 0:
+		return "(empty)"
+	case utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return !unicode.IsPrint(r) && !unicode.IsSpace(r) }):
+		return string(b)
+	}
+	return fmt.Sprintf("(%d bytes, not text)", len(b))
+}
+
 // mountMonitoring serves the dashboard at MonitoringPath: its static files
-// to anyone, the rest to platform admins signed in by bearer header or the
-// token cookie, every response with the security headers. Its pages link to
-// nothing on the internet (offlinePages).
-func (s *Server) mountMonitoring(mon http.Handler) {
-	mon = offlinePages(mon)
-	page := adaptor.HTTPHandler(mon)
-	headers := SecurityHeaders(HTMLPolicy{ScriptHashes: InlineScriptHashes(mon, MonitoringPath+"/")})
+// to anyone, the rest to the roles bound at platform scope signed in by
+// bearer header or the token cookie (dashboardSignIn: a refused browser
+// gets a sign-in page), with its buttons for platform admins only, which
+// dashboardActions checks first; every response with the security headers.
+// Its pages link to nothing on the internet (offlinePages).
+func (s *Server) mountMonitoring(m *Monitoring) {
+	admin, readOnly := offlinePages(m.admin), offlinePages(m.readOnly)
+	hashes := append(InlineScriptHashes(admin, MonitoringPath+"/"), InlineScriptHashes(readOnly, MonitoringPath+"/")...)
+	slices.Sort(hashes)
+	hashes = slices.Compact(hashes)
+	headers := SecurityHeaders(HTMLPolicy{ScriptHashes: hashes})
+	adminPage, readOnlyPage := adaptor.HTTPHandler(admin), adaptor.HTTPHandler(readOnly)
 	s.app.Use(MonitoringPath, headers, func(c *fiber.Ctx) error {
 		if isMonitoringAsset(c) {
-			return page(c)
+			return adminPage(c)
 		}
 		return c.Next()
-	}, s.authenticateBrowser, s.requirePlatformAdmin, page)
+	}, s.dashboardSignIn, s.dashboardActions, func(c *fiber.Ctx) error {
+		if principal(c).IsPlatformAdmin() {
+			return adminPage(c)
+		}
+		return readOnlyPage(c)
+	})
 }
 
 // isMonitoringAsset reports whether the request reads one of the
@@ -64,59 +116,14 @@ func isMonitoringAsset(c *fiber.Ctx) bool {
 	return monitoringAssets[rest] || strings.HasPrefix(rest, "static/js/") || strings.HasPrefix(rest, "static/media/")
 }
 
-// authenticateBrowser accepts the bearer header, or the token cookie. A
-// first visit with ?token=… is checked first: a valid token becomes the
-// cookie and the browser is sent back to the same page without it (its
-// other parameters kept); an invalid one is 401 and sets nothing.
-func (s *Server) authenticateBrowser(c *fiber.Ctx) error {
-	if t := c.Query("token"); t != "" {
-		c.Request().Header.Set(fiber.HeaderAuthorization, "Bearer "+t)
-		if err := s.identify(c); err != nil {
-			return err
-		}
-		// The cookie holds a token of its own, never the one given: it
-		// lives dashboardSession at most, and no longer than the token
-		// given when that is a JWT.
-		ttl := dashboardSession
-		if exp := jwtExpiry(t); exp != nil {
-			ttl = min(ttl, time.Until(*exp).Truncate(time.Second))
-		}
-		if ttl < time.Second {
-			return store.Errorf(store.CodeUnauthenticated, "the token has expired")
-		}
-		session, _, err := s.db.CreateAPIToken(c.UserContext(), principal(c).Subject, "dashboard session", ttl)
-		if err != nil {
-			return err
-		}
-		// Secure over https, also behind a TLS-terminating proxy named in
-		// server.trusted_proxies (its X-Forwarded-Proto is believed).
-		c.Cookie(&fiber.Cookie{Name: tokenCookie, Value: session, Path: MonitoringPath, HTTPOnly: true,
-			SameSite: "Strict", Secure: c.Protocol() == "https", MaxAge: int(ttl / time.Second)})
-		q, err := url.ParseQuery(string(c.Request().URI().QueryString()))
-		if err != nil {
-			return store.Errorf(store.CodeInvalid, "query: %v", err)
-		}
-		q.Del("token")
-		loc := c.Path()
-		if enc := q.Encode(); enc != "" {
-			loc += "?" + enc
-		}
-		return c.Redirect(loc, fiber.StatusSeeOther)
+// requirePlatformScope refuses a principal not bound at platform scope:
+// the dashboard shows every organization's tasks.
+func requirePlatformScope(c *fiber.Ctx) error {
+	p := principal(c)
+	if p != nil && slices.ContainsFunc(p.Bindings, func(b store.RoleBinding) bool { return b.Scope.Kind == store.ScopePlatform }) {
+		return nil
 	}
-	if c.Get(fiber.HeaderAuthorization) == "" {
-		if t := c.Cookies(tokenCookie); t != "" {
-			c.Request().Header.Set(fiber.HeaderAuthorization, "Bearer "+t)
-		}
-	}
-	return s.authenticate(c)
-}
-
-// requirePlatformAdmin lets only platform admins through.
-func (s *Server) requirePlatformAdmin(c *fiber.Ctx) error {
-	if !principal(c).IsPlatformAdmin() {
-		return store.Errorf(store.CodeForbidden, "the queue dashboard is for platform-admin only")
-	}
-	return c.Next()
+	return store.Errorf(store.CodeForbidden, "the queue dashboard is for roles bound at platform scope (its buttons for platform-admin)")
 }
 
 // externalRef is a stylesheet link or script tag that loads from another
@@ -126,7 +133,8 @@ var externalRef = regexp.MustCompile(`(?i)<link\b[^>]*\bhref="(?:https?:)?//[^"]
 // offlinePages serves the dashboard's HTML pages without the tags that
 // would load from the internet, so that it renders the same offline and
 // under the pages' Content-Security-Policy: the text falls back to the
-// system's sans-serif font, and the icons are the bundle's own SVGs. Its web
+// system's sans-serif font, and the icons are the bundle's own SVGs. Each
+// page gets the notice script (noticeJS). Its web
 // app manifest names its icons under the dashboard. Its other answers
 // (scripts, images, its api) pass through as they are.
 func offlinePages(h http.Handler) http.Handler {
@@ -146,6 +154,7 @@ func offlinePages(h http.Handler) http.Handler {
 		switch {
 		case strings.HasPrefix(ct, "text/html"):
 			body = externalRef.ReplaceAll(body, nil)
+			body = bytes.Replace(body, []byte("</head>"), noticeScript, 1)
 		case rest == "/manifest.json":
 			// Its icons are named from the site's root, not the dashboard's.
 			body = bytes.ReplaceAll(body, []byte(`"src": "/`), []byte(`"src": "`+MonitoringPath+`/`))
@@ -160,6 +169,15 @@ func offlinePages(h http.Handler) http.Handler {
 		_, _ = w.Write(body)
 	})
 }
+
+// noticeJS shows the reasons and notices of the dashboard's buttons
+// (dashboardActions); offlinePages puts it inline at the end of each page's
+// head, after asynqmon's flags, where the pages' CSP allows it by its hash.
+//
+//go:embed monitoring_notice.js
+var noticeJS []byte
+
+var noticeScript = []byte("<script>" + string(noticeJS) + "</script></head>")
 
 // pageRecorder holds an answer for offlinePages to rewrite.
 type pageRecorder struct {

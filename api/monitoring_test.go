@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hibiken/asynqmon"
-
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/tasks/taskstest"
 )
@@ -23,7 +21,7 @@ func newMonitoringEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mon := asynqmon.New(asynqmon.Options{RootPath: api.MonitoringPath, RedisConnOpt: conn, ReadOnly: true})
+	mon := api.NewMonitoring(conn)
 	t.Cleanup(func() { _ = mon.Close() })
 	e.restart(t, func(_ *testing.T, d *api.Deps, _ string) { d.Monitoring = mon })
 	return e
@@ -175,7 +173,7 @@ func TestMonitoringCookieSecureBehindTLSProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mon := asynqmon.New(asynqmon.Options{RootPath: api.MonitoringPath, RedisConnOpt: conn, ReadOnly: true})
+	mon := api.NewMonitoring(conn)
 	t.Cleanup(func() { _ = mon.Close() })
 	e.restartWith(t, func(c *api.Config) { c.TrustedProxies = []string{"127.0.0.2/32"} },
 		func(_ *testing.T, d *api.Deps, _ string) { d.Monitoring = mon })

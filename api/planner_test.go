@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynqmon"
-
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -134,7 +132,7 @@ func TestMonitoringIsForPlatformAdmins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mon := asynqmon.New(asynqmon.Options{RootPath: api.MonitoringPath, RedisConnOpt: conn, ReadOnly: true})
+	mon := api.NewMonitoring(conn)
 	t.Cleanup(func() { _ = mon.Close() })
 	e.restart(t, func(_ *testing.T, d *api.Deps, _ string) { d.Monitoring = mon })
 	for who, status := range map[string]int{"": 401, "engineer": 403, "admin": 403, "platform": 200} {

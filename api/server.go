@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -39,9 +38,10 @@ type Deps struct {
 	// Events follows the event log for /rpc's stream.subscribe; the server
 	// starts and stops it. nil answers stream methods with -32601.
 	Events *tasks.EventHub
-	// Monitoring is the asynq dashboard, mounted at /monitoring/ for
-	// platform admins; nil leaves it out.
-	Monitoring http.Handler
+	// Monitoring is the asynq dashboard, mounted at /monitoring/ for the
+	// roles bound at platform scope, its buttons for platform admins; nil
+	// leaves it out.
+	Monitoring *Monitoring
 	// Sealer encrypts provider API keys for the credentials routes (the
 	// gateway's *gateway.Sealer); nil, when gateway.credentials_key is not
 	// configured, makes them refuse to store keys.
@@ -88,7 +88,7 @@ type Server struct {
 	// stopping is closed when Stop begins: event streams end on it.
 	stopping   chan struct{}
 	stopOnce   sync.Once
-	monitoring http.Handler
+	monitoring *Monitoring
 	sealer     CredentialSealer
 	upstreams  UpstreamPolicy
 	embedders  store.Embedders

@@ -127,8 +127,8 @@ func BackfillTaskID(model string) string { return "backfill:" + model }
 // is the one that will embed it: not an error, it returns false.
 func (e *EmbedTasks) EnqueueEmbed(ctx context.Context, s store.EmbedScope) (bool, error) {
 	payload, _ := json.Marshal(EmbedPayload{Organization: s.OrganizationID, Project: s.ProjectID})
-	task := asynq.NewTask(TypeEmbed, payload, asynq.TaskID(EmbedTaskID(s)), asynq.Queue(e.q.names.EmbedQueue()),
-		asynq.ProcessIn(e.search.EmbedDelay), asynq.MaxRetry(e.search.EmbedMaxRetry), asynq.Timeout(embedTimeout))
+	task := asynq.NewTask(TypeEmbed, payload, append(e.q.retention(), asynq.TaskID(EmbedTaskID(s)), asynq.Queue(e.q.names.EmbedQueue()),
+		asynq.ProcessIn(e.search.EmbedDelay), asynq.MaxRetry(e.search.EmbedMaxRetry), asynq.Timeout(embedTimeout))...)
 	ok, err := e.enqueueOnce(ctx, task, EmbedTaskID(s))
 	if err != nil {
 		return false, fmt.Errorf("tasks: enqueue embed %s: %w", EmbedTaskID(s), err)
@@ -146,8 +146,8 @@ func (e *EmbedTasks) EnqueueEmbedBackfill(ctx context.Context) (bool, error) {
 	}
 	payload, _ := json.Marshal(BackfillPayload{Model: model})
 	id := BackfillTaskID(model)
-	task := asynq.NewTask(TypeEmbedBackfill, payload, asynq.TaskID(id), asynq.Queue(e.q.names.EmbedQueue()),
-		asynq.MaxRetry(e.search.EmbedMaxRetry), asynq.Timeout(embedTimeout))
+	task := asynq.NewTask(TypeEmbedBackfill, payload, append(e.q.retention(), asynq.TaskID(id), asynq.Queue(e.q.names.EmbedQueue()),
+		asynq.MaxRetry(e.search.EmbedMaxRetry), asynq.Timeout(embedTimeout))...)
 	ok, err := e.enqueueOnce(ctx, task, id)
 	if err != nil {
 		return false, fmt.Errorf("tasks: enqueue backfill %s: %w", id, err)

@@ -53,12 +53,39 @@ type Queue struct {
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	timeout   time.Duration
+	// kept is how long asynq keeps a completed turn or embed task (its
+	// Retention), for the dashboard's Completed tab; 0 deletes it at once.
+	kept time.Duration
 }
 
+// QueueOption configures a Queue.
+type QueueOption func(*Queue)
+
+// KeepCompleted has asynq keep each completed turn and embed task for d
+// (asynq's Retention), so that the dashboard's Completed tab lists it; 0,
+// the default, deletes a task as it completes.
+func KeepCompleted(d time.Duration) QueueOption { return func(q *Queue) { q.kept = d } }
+
 // NewQueue builds a Queue; timeout is each turn task's asynq timeout.
-func NewQueue(rdb redis.UniversalClient, names Names, timeout time.Duration) *Queue {
-	return &Queue{rdb: rdb, names: names, client: asynq.NewClientFromRedisClient(rdb),
+func NewQueue(rdb redis.UniversalClient, names Names, timeout time.Duration, opts ...QueueOption) *Queue {
+	q := &Queue{rdb: rdb, names: names, client: asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb), timeout: timeout}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
+// KeptCompleted is how long asynq keeps the queue's completed tasks
+// (KeepCompleted); 0 when it does not.
+func (q *Queue) KeptCompleted() time.Duration { return q.kept }
+
+// retention is the asynq options that keep a completed task, if any.
+func (q *Queue) retention() []asynq.Option {
+	if q.kept <= 0 {
+		return nil
+	}
+	return []asynq.Option{asynq.Retention(q.kept)}
 }
 
 // Names returns the queue's naming.
@@ -69,9 +96,18 @@ func (q *Queue) Inspector() *asynq.Inspector { return q.inspector }
 
 // Enqueue puts a turn task in the planner queue under taskID (the turn id,
 // or a resume id), with the request id ctx carries (llm.WithRequestID). A
-// task already there under that id is not an error.
+// task already there under that id is not an error; one kept as completed
+// (KeepCompleted) ran before and is replaced.
 func (q *Queue) Enqueue(ctx context.Context, session, turn, taskID string) error {
 	err := q.enqueue(ctx, session, turn, taskID)
+	if errors.Is(err, asynq.ErrTaskIDConflict) && q.kept > 0 {
+		info, ierr := q.inspector.GetTaskInfo(q.names.Queue(), taskID)
+		if ierr == nil && info.State == asynq.TaskStateCompleted {
+			if err = q.Delete(taskID); err == nil {
+				err = q.enqueue(ctx, session, turn, taskID)
+			}
+		}
+	}
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("tasks: enqueue turn %s: %w", turn, err)
 	}
@@ -152,19 +188,20 @@ func (q *Queue) enqueue(ctx context.Context, session, turn, taskID string) error
 	if err != nil {
 		return err
 	}
-	task := asynq.NewTask(TypeTurn, payload, asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
-		asynq.Timeout(q.timeout), asynq.MaxRetry(50))
+	task := asynq.NewTask(TypeTurn, payload, append(q.retention(), asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
+		asynq.Timeout(q.timeout), asynq.MaxRetry(50))...)
 	_, err = q.client.EnqueueContext(ctx, task)
 	return err
 }
 
 // Exists reports whether a task with the id is in the planner queue and
-// can still run. An archived one (retries exhausted) cannot: it is deleted,
-// so that the turn can be enqueued again under the same id.
+// can still run. An archived one (retries exhausted) or one kept as
+// completed cannot: it is deleted, so that the turn can be enqueued again
+// under the same id.
 func (q *Queue) Exists(taskID string) (bool, error) {
 	info, err := q.inspector.GetTaskInfo(q.names.Queue(), taskID)
 	switch {
-	case err == nil && info.State == asynq.TaskStateArchived:
+	case err == nil && (info.State == asynq.TaskStateArchived || info.State == asynq.TaskStateCompleted):
 		return false, q.Delete(taskID)
 	case err == nil:
 		return true, nil

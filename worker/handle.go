@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,7 +52,34 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 	if a == nil {
 		return err
 	}
-	return w.finish(ctx, a)
+	if err := w.finish(ctx, a); err != nil {
+		return err
+	}
+	w.keepOutcome(ctx, task, a.outcome, log)
+	return nil
+}
+
+// turnResult is a completed turn task's result: how the turn ended.
+type turnResult struct {
+	Status store.TurnStatus `json:"status"`
+	Reason string           `json:"reason"`
+}
+
+// keepOutcome writes how the turn ended as its task's result, which the
+// dashboard's Completed tab shows while asynq keeps the task
+// (worker.completed_retention); a task that is not kept gets none.
+func (w *Worker) keepOutcome(ctx context.Context, task *asynq.Task, o store.TurnOutcome, log *slog.Logger) {
+	rw := task.ResultWriter()
+	if rw == nil || w.d.Queue.KeptCompleted() <= 0 {
+		return
+	}
+	b, err := json.Marshal(turnResult{Status: o.Status, Reason: o.Reason})
+	if err == nil {
+		_, err = rw.Write(b)
+	}
+	if err != nil {
+		log.WarnContext(ctx, "write the turn task's result", slog.Any("error", err))
+	}
 }
 
 // run runs a claimed turn in tctx, the context hold gave it, until it ends.

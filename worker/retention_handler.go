@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,11 +78,36 @@ func newRetentionMetrics(reg prometheus.Registerer) (*prometheus.CounterVec, err
 // process is the asynq handler. A run that fails is logged and not
 // retried: the next period's run takes up what is left, and the task's id
 // stays free for it.
-func (h *retentionHandler) process(ctx context.Context, _ *asynq.Task) error {
-	if _, err := h.run(ctx, true); err != nil && ctx.Err() == nil {
+// The run's report is the task's result, which the dashboard shows while
+// the task is kept (retentionKept). The task's payload is only shown: a run
+// of a version that enqueued none runs the same.
+func (h *retentionHandler) process(ctx context.Context, t *asynq.Task) error {
+	rep, err := h.run(ctx, true)
+	if err != nil && ctx.Err() == nil {
 		h.log.ErrorContext(ctx, "retention run failed", slog.Any("error", err))
 	}
+	res := retentionResult{Ran: rep.Ran, Period: rep.Period, Deleted: rep.Deleted}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if rw := t.ResultWriter(); rw != nil {
+		b, merr := json.Marshal(res)
+		if merr == nil {
+			_, merr = rw.Write(b)
+		}
+		if merr != nil {
+			h.log.WarnContext(ctx, "write the retention run's result", slog.Any("error", merr))
+		}
+	}
 	return nil
+}
+
+// retentionResult is a retention task's result: what the run did.
+type retentionResult struct {
+	Ran     bool             `json:"ran"`
+	Period  time.Time        `json:"period"`
+	Deleted map[string]int64 `json:"deleted"`
+	Error   string           `json:"error,omitempty"`
 }
 
 // run is one retention run; with claim, only the first of its period.

@@ -48,7 +48,11 @@ func (s *retentionScheduler) start(ctx context.Context) error {
 		Location:        time.UTC,
 		PostEnqueueFunc: s.enqueued,
 	})
-	task := asynq.NewTask(tasks.TypeRetention, nil)
+	payload, err := tasks.RetentionTaskPayload(s.interval)
+	if err != nil {
+		return fmt.Errorf("worker: schedule retention: %w", err)
+	}
+	task := asynq.NewTask(tasks.TypeRetention, payload)
 	if _, err := s.sched.Register(fmt.Sprintf("@every %s", s.interval), task, asynq.Queue(s.queue),
 		asynq.TaskID(tasks.RetentionTaskID), asynq.MaxRetry(0), asynq.Timeout(s.timeout),
 		asynq.Retention(retentionKept(s.interval))); err != nil {

@@ -108,6 +108,8 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"no queued turns per organization", "[server]\nmax_queued_turns_per_organization = 0\n", nil, "server.max_queued_turns_per_organization: must be at least 1, got 0"},
 		{"negative queued turns per organization env", "", []string{"BALLET_SERVER_MAX_QUEUED_TURNS_PER_ORGANIZATION=-1"}, "server.max_queued_turns_per_organization: must be at least 1, got -1"},
 		{"no worker drain", "[worker]\nshutdown_timeout = \"0s\"\n", nil, "worker.shutdown_timeout: must be positive"},
+		{"negative completed retention", "[worker]\ncompleted_retention = \"-1m\"\n", nil, "worker.completed_retention: must be 0-24h0m0s, got -1m0s"},
+		{"completed retention too long", "", []string{"BALLET_WORKER_COMPLETED_RETENTION=25h"}, "worker.completed_retention: must be 0-24h0m0s, got 25h0m0s"},
 		{"negative stream recheck", "[server]\nstream_recheck = \"-1s\"\n", nil, "server.stream_recheck: must be positive, got -1s"},
 		{"no embed batch", "[search]\nembed_batch = 0\n", nil, "search.embed_batch: must be 1-2048, got 0"},
 		{"embed batch too large", "", []string{"BALLET_SEARCH_EMBED_BATCH=4096"}, "search.embed_batch: must be 1-2048, got 4096"},

@@ -142,7 +142,7 @@ func TestServeRunsTheDemoConversation(t *testing.T) {
 	for _, want := range missing {
 		t.Errorf("metrics lack %s", want)
 	}
-	// The queue dashboard is for platform admins only.
+	// The queue dashboard is for roles bound at platform scope only.
 	root := client{t: t, base: "http://" + p.addr, token: token}
 	if s := root.do("GET", "/monitoring/", nil, nil); s != http.StatusForbidden {
 		t.Fatalf("dashboard as an engineer: %d", s)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hibiken/asynqmon"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/api"
@@ -32,7 +31,8 @@ func (rt *runtime) queue() *tasks.Queue {
 	if rt.q == nil {
 		// asynq's own timeout is a minute past ours, so that our deadline
 		// ends the turn cleanly first.
-		rt.q = tasks.NewQueue(rt.rdb, rt.names(), rt.cfg.Worker.TurnTimeout+time.Minute)
+		rt.q = tasks.NewQueue(rt.rdb, rt.names(), rt.cfg.Worker.TurnTimeout+time.Minute,
+			tasks.KeepCompleted(rt.cfg.Worker.CompletedRetention))
 	}
 	return rt.q
 }
@@ -55,7 +55,7 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mon := asynqmon.New(asynqmon.Options{RootPath: api.MonitoringPath, RedisConnOpt: conn})
+	mon := api.NewMonitoring(conn)
 	var sealer api.CredentialSealer
 	key, err := rt.cfg.Gateway.CredentialsKeyBytes()
 	if err != nil {
