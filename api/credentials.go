@@ -48,6 +48,7 @@ func (s *Server) registerGateway(r fiber.Router) {
 	s.registerCredentials(r)
 	s.registerUsage(r)
 	s.registerLimits(r)
+	s.registerModelAllowlists(r)
 }
 
 // registerCredentials registers the provider credential routes (SPEC §9).

@@ -24,15 +24,22 @@ func (s *Server) registerLimits(r fiber.Router) {
 // stores: an absent or null field is no limit at the scope (for a project:
 // the organization's value applies).
 type limitsRequest struct {
-	TokenBudget       *int64  `json:"token_budget"`
+	TokenBudget *int64 `json:"token_budget"`
+	// Budget is the budget in BudgetUnit (tokens, or micro_usd: millionths
+	// of a US dollar); token_budget is the same in tokens. Set at most one.
+	Budget            *int64  `json:"budget"`
+	BudgetUnit        *string `json:"budget_unit"`
 	BudgetPeriod      *string `json:"budget_period"`
 	RequestsPerMinute *int64  `json:"requests_per_minute"`
 	TokensPerMinute   *int64  `json:"tokens_per_minute"`
 }
 
-// limitValues are the four limit fields; null is no limit.
+// limitValues are the limit fields; null is no limit. Budget is in
+// BudgetUnit; TokenBudget repeats it when the unit is tokens.
 type limitValues struct {
 	TokenBudget       *int64 `json:"token_budget"`
+	Budget            *int64 `json:"budget"`
+	BudgetUnit        string `json:"budget_unit"`
 	BudgetPeriod      string `json:"budget_period"`
 	RequestsPerMinute *int64 `json:"requests_per_minute"`
 	TokensPerMinute   *int64 `json:"tokens_per_minute"`
@@ -56,8 +63,15 @@ func values(l store.Limits) limitValues {
 	if period == "" {
 		period = store.BudgetMonth
 	}
-	return limitValues{TokenBudget: l.TokenBudget, BudgetPeriod: period,
+	v := limitValues{Budget: l.TokenBudget, BudgetUnit: l.BudgetUnit, BudgetPeriod: period,
 		RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
+	if v.BudgetUnit == "" {
+		v.BudgetUnit = store.BudgetTokens
+	}
+	if v.BudgetUnit == store.BudgetTokens {
+		v.TokenBudget = l.TokenBudget
+	}
+	return v
 }
 
 func (s *Server) getOrganizationLimits(c *fiber.Ctx) error {
@@ -117,8 +131,24 @@ func (s *Server) putLimits(c *fiber.Ctx, t scopeRef) error {
 		return err
 	}
 	l := store.Limits{OrganizationID: t.orgID, ProjectID: t.projectID, TokenBudget: req.TokenBudget,
-		BudgetPeriod: store.BudgetMonth, RequestsPerMinute: req.RequestsPerMinute,
+		BudgetPeriod: store.BudgetMonth, BudgetUnit: store.BudgetTokens, RequestsPerMinute: req.RequestsPerMinute,
 		TokensPerMinute: req.TokensPerMinute, UpdatedBy: principal(c).Subject}
+	if req.BudgetUnit != nil {
+		switch u := *req.BudgetUnit; u {
+		case store.BudgetTokens, store.BudgetMicroUSD:
+			l.BudgetUnit = u
+		default:
+			return store.Errorf(store.CodeInvalid, "budget_unit: must be tokens or micro_usd, got %q", u)
+		}
+	}
+	switch {
+	case req.Budget != nil && req.TokenBudget != nil:
+		return store.Errorf(store.CodeInvalid, "budget and token_budget: set at most one (token_budget is budget in tokens)")
+	case req.TokenBudget != nil && l.BudgetUnit != store.BudgetTokens:
+		return store.Errorf(store.CodeInvalid, "token_budget: counts tokens, but budget_unit is %s: set budget instead", l.BudgetUnit)
+	case req.Budget != nil:
+		l.TokenBudget = req.Budget
+	}
 	if req.BudgetPeriod != nil {
 		switch p := *req.BudgetPeriod; p {
 		case store.BudgetDay, store.BudgetWeek, store.BudgetMonth:
@@ -133,6 +163,7 @@ func (s *Server) putLimits(c *fiber.Ctx, t scopeRef) error {
 		max  int64
 	}{
 		{"token_budget", req.TokenBudget, math.MaxInt64},
+		{"budget", req.Budget, math.MaxInt64},
 		{"requests_per_minute", req.RequestsPerMinute, math.MaxInt32},
 		{"tokens_per_minute", req.TokensPerMinute, math.MaxInt64},
 	} {
@@ -161,7 +192,7 @@ func (s *Server) deleteLimits(c *fiber.Ctx, t scopeRef) error {
 func (s *Server) replyLimits(c *fiber.Ctx, t scopeRef) error {
 	ctx := c.UserContext()
 	v := limitsView{Scope: scopeOrganization, Organization: t.orgKey,
-		limitValues: limitValues{BudgetPeriod: store.BudgetMonth}}
+		limitValues: limitValues{BudgetPeriod: store.BudgetMonth, BudgetUnit: store.BudgetTokens}}
 	if t.projectID != "" {
 		v.Scope, v.Project = scopeProject, t.projectKey
 	}

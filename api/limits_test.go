@@ -13,7 +13,7 @@ func limitsSnapshot(t *testing.T, e *env) string {
 	t.Helper()
 	var s string
 	err := e.db.Pool().QueryRow(context.Background(), `SELECT count(*)::text || '|' ||
-		COALESCE(string_agg(concat_ws(':', token_budget, budget_period, requests_per_minute, tokens_per_minute, updated_at), ',' ORDER BY id), '')
+		COALESCE(string_agg(concat_ws(':', token_budget, budget_unit, budget_period, requests_per_minute, tokens_per_minute, updated_at), ',' ORDER BY id), '')
 		FROM limits`).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,11 @@ func TestLimitsREST(t *testing.T) {
 		{"outsider put", "PUT", org, "outsider", map[string]any{"token_budget": 1}, 404, "not_found", "acme"},
 		{"outsider get", "GET", proj, "outsider", nil, 404, "not_found", "WEB"},
 		{"outsider get org", "GET", org, "outsider", nil, 404, "not_found", "acme"},
-		{"unknown field", "PUT", org, "admin", `{"token_budget":1,"budget":2}`, 400, "invalid_argument", `unknown field "budget"`},
+		{"unknown field", "PUT", org, "admin", `{"token_budget":1,"cost_budget":2}`, 400, "invalid_argument", `unknown field "cost_budget"`},
+		{"both budgets", "PUT", org, "admin", `{"token_budget":1,"budget":2}`, 400, "invalid_argument", "budget and token_budget: set at most one"},
+		{"bad unit", "PUT", proj, "admin", `{"budget":1,"budget_unit":"eur"}`, 400, "invalid_argument", `budget_unit: must be tokens or micro_usd, got "eur"`},
+		{"token budget in money", "PUT", proj, "admin", `{"token_budget":1,"budget_unit":"micro_usd"}`, 400, "invalid_argument", "token_budget: counts tokens, but budget_unit is micro_usd"},
+		{"negative money", "PUT", proj, "admin", `{"budget":-1,"budget_unit":"micro_usd"}`, 400, "invalid_argument", "budget: must be 0-"},
 		{"wrong type", "PUT", proj, "admin", `{"requests_per_minute":"10"}`, 400, "invalid_argument", "field requests_per_minute: must be a number"},
 		{"fraction", "PUT", proj, "admin", `{"tokens_per_minute":1.5}`, 400, "invalid_argument", "tokens_per_minute"},
 		{"negative", "PUT", org, "admin", map[string]any{"tokens_per_minute": -1}, 400, "invalid_argument", "tokens_per_minute: must be 0-"},
@@ -117,6 +121,18 @@ func TestLimitsREST(t *testing.T) {
 	if !strings.Contains(string(e.do("DELETE", proj, "admin", nil).expect(t, 404).Raw), "no limits are stored") {
 		t.Error("second delete")
 	}
+	// A money budget: in micro-USD, token_budget null; it wins over the
+	// organization's token budget as a whole, unit and period.
+	r = e.do("PUT", proj, "admin", map[string]any{"budget": 25000000, "budget_unit": "micro_usd", "budget_period": "day"}).expect(t, 200)
+	eff := r.Body["effective"].(map[string]any)
+	if got := fmt.Sprintf("%v/%v/%v", eff["budget"], eff["budget_unit"], limitsLine(eff)); got != "2.5e+07/micro_usd/<nil>/day/<nil>/50000" {
+		t.Errorf("money budget effective %s", got)
+	}
+	r = e.do("GET", org, "viewer", nil).expect(t, 200)
+	if got := fmt.Sprintf("%v/%v/%v", r.Body["budget"], r.Body["budget_unit"], limitsLine(r.Body)); got != "1e+06/tokens/1e+06/week/<nil>/50000" {
+		t.Errorf("org budget %s", got)
+	}
+	e.do("DELETE", proj, "admin", nil).expect(t, 204)
 	e.do("DELETE", org, "admin", nil).expect(t, 204)
 	if n := e.countRows(t, "limits"); n != 0 {
 		t.Errorf("%d limits rows, want 0", n)

@@ -28,7 +28,8 @@ func permissionsSnapshot(t *testing.T, e *env) string {
 		(SELECT count(*) FROM planner_sessions), (SELECT count(*) FROM planner_messages),
 		(SELECT count(*) FROM planner_turns), (SELECT count(*) FROM planner_turns WHERE status = 'cancelled'),
 		(SELECT count(*) FROM credentials), (SELECT max(updated_at) FROM credentials),
-		(SELECT count(*) FROM limits), (SELECT max(updated_at) FROM limits))`).Scan(&s)
+		(SELECT count(*) FROM limits), (SELECT max(updated_at) FROM limits),
+		(SELECT count(*) FROM model_allowlists), (SELECT max(updated_at) FROM model_allowlists))`).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +95,10 @@ func TestPermissions(t *testing.T) {
 	}
 	limits := func(path string) string {
 		post("PUT", path, map[string]any{"token_budget": 10}, "")
+		return path
+	}
+	allowlist := func(path string) string {
+		post("PUT", path, map[string]any{"models": []string{"claude-a"}}, "")
 		return path
 	}
 
@@ -231,6 +236,13 @@ func TestPermissions(t *testing.T) {
 		{route: "GET /projects/{project}/limits", req: fixed("/projects/WEB/limits", nil), viewer: 200, engineer: 200, admin: 200},
 		{route: "PUT /projects/{project}/limits", req: fixed("/projects/WEB/limits", map[string]any{"tokens_per_minute": 1000}), viewer: 403, engineer: 403, admin: 200},
 		{route: "DELETE /projects/{project}/limits", req: func() req { return req{limits("/api/v1/projects/WEB/limits")[len(v1Prefix):], nil} }, viewer: 403, engineer: 403, admin: 204},
+		{route: "GET /organizations/{org}/usage", req: fixed("/organizations/acme/usage?group_by=model", nil), viewer: 200, engineer: 200, admin: 200},
+		{route: "GET /organizations/{org}/models", req: fixed("/organizations/acme/models", nil), viewer: 200, engineer: 200, admin: 200},
+		{route: "PUT /organizations/{org}/models", req: fixed("/organizations/acme/models", map[string]any{"models": []string{"claude-a"}}), viewer: 403, engineer: 403, admin: 200},
+		{route: "DELETE /organizations/{org}/models", req: func() req { return req{allowlist("/api/v1/organizations/acme/models")[len(v1Prefix):], nil} }, viewer: 403, engineer: 403, admin: 204},
+		{route: "GET /projects/{project}/models", req: fixed("/projects/WEB/models", nil), viewer: 200, engineer: 200, admin: 200},
+		{route: "PUT /projects/{project}/models", req: fixed("/projects/WEB/models", map[string]any{"models": []string{"claude-a"}}), viewer: 403, engineer: 403, admin: 200},
+		{route: "DELETE /projects/{project}/models", req: func() req { return req{allowlist("/api/v1/projects/WEB/models")[len(v1Prefix):], nil} }, viewer: 403, engineer: 403, admin: 204},
 
 		// The document itself is public.
 		{route: "GET /openapi.json", req: fixed("/openapi.json", nil), viewer: 200, engineer: 200, admin: 200, outsider: 200, anonymous: 200},

@@ -15,16 +15,18 @@ const defaultUsageWindow = 30 * 24 * time.Hour
 // registerUsage registers the project usage report (SPEC §9).
 func (s *Server) registerUsage(r fiber.Router) {
 	r.Get("/projects/:project/usage", s.projectUsage)
+	r.Get("/organizations/:org/usage", s.organizationUsage)
 }
 
 // usageReport is the reply of GET /projects/{project}/usage: one entry per
 // group, in key order, and their sum.
 type usageReport struct {
-	Project string             `json:"project"`
-	GroupBy store.UsageGroup   `json:"group_by"`
-	Since   time.Time          `json:"since"`
-	Items   []store.UsageTotal `json:"items"`
-	Total   usageTotal         `json:"total"`
+	Project      string             `json:"project,omitempty"`
+	Organization string             `json:"organization,omitempty"`
+	GroupBy      store.UsageGroup   `json:"group_by"`
+	Since        time.Time          `json:"since"`
+	Items        []store.UsageTotal `json:"items"`
+	Total        usageTotal         `json:"total"`
 }
 
 // usageTotal is the sum of a report's groups.
@@ -35,6 +37,10 @@ type usageTotal struct {
 	CacheReadTokens  int64 `json:"cache_read_tokens"`
 	CacheWriteTokens int64 `json:"cache_write_tokens"`
 	Estimated        int64 `json:"estimated"`
+	// CostMicroUSD sums the priced requests' cost in micro-USD; Unpriced
+	// counts the requests without a cost.
+	CostMicroUSD int64 `json:"cost_micro_usd"`
+	Unpriced     int64 `json:"unpriced"`
 }
 
 // projectUsage is GET /projects/{project}/usage?group_by=model|session|day&since=
@@ -56,16 +62,48 @@ func (s *Server) projectUsage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rep := usageReport{Project: p.Key, GroupBy: group, Since: since, Items: items}
-	for _, t := range items {
+	return c.JSON(sumUsage(usageReport{Project: p.Key, GroupBy: group, Since: since, Items: items}))
+}
+
+// organizationUsage is GET /organizations/{org}/usage?group_by=project|model|day&since=
+// (organization.read): its projects' calls and its own, the latter under
+// the project key "".
+func (s *Server) organizationUsage(c *fiber.Ctx) error {
+	o, err := s.pathOrganization(c)
+	if err != nil {
+		return err
+	}
+	if err := principal(c).AuthorizeInOrganization(store.PermOrganizationRead, o.ID); err != nil {
+		return err
+	}
+	group := store.UsageGroup(c.Query("group_by", string(store.UsageByProject)))
+	if !group.ValidForOrganization() {
+		return store.Errorf(store.CodeInvalid, "group_by: must be project, model or day, got %q", string(group))
+	}
+	since, err := parseSince(c.Query("since"), time.Now())
+	if err != nil {
+		return err
+	}
+	items, err := s.db.OrganizationUsageReport(c.UserContext(), o.ID, group, since)
+	if err != nil {
+		return err
+	}
+	return c.JSON(sumUsage(usageReport{Organization: o.Key, GroupBy: group, Since: since, Items: items}))
+}
+
+// sumUsage fills a report's total from its items.
+func sumUsage(rep usageReport) usageReport {
+	for _, t := range rep.Items {
 		rep.Total.Requests += t.Requests
 		rep.Total.InputTokens += t.InputTokens
 		rep.Total.OutputTokens += t.OutputTokens
 		rep.Total.CacheReadTokens += t.CacheReadTokens
 		rep.Total.CacheWriteTokens += t.CacheWriteTokens
 		rep.Total.Estimated += t.Estimated
+		rep.Total.CostMicroUSD += t.CostMicroUSD
+		rep.Total.Unpriced += t.Unpriced
 	}
-	return c.JSON(rep)
+	return rep
 }
 
 // parseSince reads the since parameter: an RFC 3339 time, or a date

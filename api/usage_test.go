@@ -102,3 +102,73 @@ func usageLine(m map[string]any, withKey bool) string {
 	}
 	return strings.Join(parts, ":")
 }
+
+// TestUsageCostREST reports cost by project, model and day: an
+// organization's report sums its projects' calls and its own, priced rows
+// sum their cost and the others count as unpriced.
+func TestUsageCostREST(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	cost := func(v int64) *int64 { return &v }
+	rows := []store.Usage{
+		{RequestID: "c1", ProjectID: e.project.ID, Model: "claude-a", InputTokens: 10, CostMicroUSD: cost(1500), CreatedAt: now.AddDate(0, 0, -1)},
+		{RequestID: "c2", ProjectID: e.project.ID, Model: "claude-a", InputTokens: 10, CostMicroUSD: cost(2500), CreatedAt: now},
+		{RequestID: "c3", ProjectID: e.project.ID, Model: "gpt-b", InputTokens: 10, CreatedAt: now},  // no price
+		{RequestID: "c4", Model: "claude-a", InputTokens: 10, CostMicroUSD: cost(7), CreatedAt: now}, // the organization's own
+	}
+	for i := range rows {
+		rows[i].OrganizationID, rows[i].Caller, rows[i].Provider, rows[i].Status = e.org.ID, "planner:s1", "anthropic", 200
+	}
+	rows = append(rows, store.Usage{RequestID: "x1", OrganizationID: e.otherOrg.ID, ProjectID: e.otherProject.ID,
+		Caller: "planner:s9", Provider: "openai", Model: "claude-a", Status: 200, CostMicroUSD: cost(999), CreatedAt: now})
+	if _, err := e.db.InsertUsage(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	costLine := func(m map[string]any, withKey bool) string {
+		s := fmt.Sprintf("%v:%v:%v", m["requests"], m["cost_micro_usd"], m["unpriced"])
+		if withKey {
+			s = fmt.Sprint(m["key"]) + "=" + s
+		}
+		return s
+	}
+	tests := []struct {
+		name, path, who string
+		status          int
+		want, total     string // key=requests:cost:unpriced, …
+		message         string
+	}{
+		{"project by model", "/api/v1/projects/WEB/usage?group_by=model", "viewer", 200, "claude-a=2:4000:0 gpt-b=1:0:1", "3:4000:1", ""},
+		{"organization by project", "/api/v1/organizations/acme/usage", "viewer", 200, "=1:7:0 WEB=3:4000:1", "4:4007:1", ""},
+		{"organization by model", "/api/v1/organizations/acme/usage?group_by=model", "viewer", 200, "claude-a=3:4007:0 gpt-b=1:0:1", "4:4007:1", ""},
+		{"organization by day", "/api/v1/organizations/acme/usage?group_by=day", "viewer", 200,
+			fmt.Sprintf("%s=1:1500:0 %s=3:2507:1", now.AddDate(0, 0, -1).Format(time.DateOnly), now.Format(time.DateOnly)), "4:4007:1", ""},
+		{"organization by session", "/api/v1/organizations/acme/usage?group_by=session", "viewer", 400, "", "", `group_by: must be project, model or day, got "session"`},
+		{"organization bad since", "/api/v1/organizations/acme/usage?since=soon", "viewer", 400, "", "", "since: must be an RFC 3339 time"},
+		{"outsider", "/api/v1/organizations/acme/usage", "outsider", 404, "", "", "acme"},
+		{"no token", "/api/v1/organizations/acme/usage", "", 401, "", "", "bearer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("GET", tt.path, tt.who, nil).expect(t, tt.status)
+			if tt.status != 200 {
+				if !strings.Contains(r.message(), tt.message) {
+					t.Errorf("message %q does not contain %q", r.message(), tt.message)
+				}
+				return
+			}
+			var got []string
+			items, _ := r.Body["items"].([]any)
+			for _, it := range items {
+				got = append(got, costLine(it.(map[string]any), true))
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Errorf("items %q, want %q", g, tt.want)
+			}
+			if g := costLine(r.Body["total"].(map[string]any), false); g != tt.total {
+				t.Errorf("total %q, want %q", g, tt.total)
+			}
+		})
+	}
+}

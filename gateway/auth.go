@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
@@ -171,10 +173,17 @@ func (s *Server) scopeOf(ctx context.Context, p llm.Principal) (*scope, *refusal
 // scope.credential), else the fallback upstream; the provider's default URL
 // fills an empty base_url.
 func (s *Server) chooseCredential(ctx context.Context, sc *scope, model string) (upstreamCred, *refusal) {
+	if ref := sc.allowModel(model); ref != nil {
+		return upstreamCred{}, ref
+	}
 	cred, ok := sc.credential(model)
 	if !ok {
 		switch {
 		case s.fallbackURL != "":
+			if !slices.Contains(s.cfg.FakeModels, model) {
+				return cred, refuse(http.StatusNotFound, llm.ErrNotFound, "model: "+strconv.Quote(model)+
+					" is not a model of the demo's fake (gateway.fake_models: "+strings.Join(s.cfg.FakeModels, ", ")+")")
+			}
 			cred = upstreamCred{provider: store.ProviderAnthropic, apiKey: "fake", baseURL: s.fallbackURL}
 		case sc.openErr != nil:
 			return cred, s.openFailed(ctx, sc)
@@ -212,14 +221,32 @@ func (s *Server) checkUpstream(ctx context.Context, sc *scope, cred upstreamCred
 	return nil
 }
 
-// reserve takes amount tokens and a request against the scope's limits, of
-// which fit must fit in what remains of a token budget; a refusal names the
-// limit (429, or 403 for a spent budget).
-func (s *Server) reserve(ctx context.Context, sc *scope, amount, fit int64) (*reservation, *refusal) {
+// reserve takes a request and what a call for model may use against the
+// scope's limits: input tokens, which must fit in what remains of a budget
+// when inputMustFit, and output tokens, which may pass it. A money budget
+// is charged their most cost at model's price; a model without a price is
+// refused there. A refusal names the limit (429, or 403 for a spent budget).
+func (s *Server) reserve(ctx context.Context, sc *scope, model string, input, output int64, inputMustFit bool) (*reservation, *refusal) {
 	if sc.Limits.Unlimited() {
 		return nil, nil // nothing to reserve, nothing to settle
 	}
-	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, amount, fit)
+	ch := charge{tokens: input + output}
+	if inputMustFit {
+		ch.fit = input
+	}
+	if sc.Limits.TokenBudget != nil && sc.Limits.BudgetUnit == store.BudgetMicroUSD {
+		p, ok := s.priceOf(model)
+		if !ok {
+			return nil, &refusal{status: http.StatusForbidden, typ: llm.ErrPermission, code: "model_not_priced",
+				msg: "model " + strconv.Quote(model) + " has no price, and a money budget limits " + sc.name() +
+					": the operator sets its price in gateway.prices"}
+		}
+		ch.cost = p.maxCost(input, output)
+		if inputMustFit {
+			ch.costFit = p.maxCost(input, 0)
+		}
+	}
+	res, err := s.limiter.reserve(ctx, sc.id(), sc.name(), sc.Limits, ch)
 	if err == nil {
 		return res, nil
 	}

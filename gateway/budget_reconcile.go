@@ -112,7 +112,7 @@ func (w *budgetWatch) reconcile(ctx context.Context, scopes []budgetScope, now t
 	var todo []int
 	empty := map[string]bool{}
 	for i, s := range scopes {
-		keys[i] = budgetCounterKey(w.prefix, s.id, s.period, now)
+		keys[i] = budgetCounterKey(w.prefix, s.id, s.period, s.unit, now)
 		switch {
 		case all:
 			todo = append(todo, i)
@@ -130,7 +130,8 @@ func (w *budgetWatch) reconcile(ctx context.Context, scopes []budgetScope, now t
 	spans := make([]store.BudgetSpan, len(todo))
 	for j, i := range todo {
 		start, end := budgetPeriod(now, scopes[i].period)
-		spans[j] = store.BudgetSpan{ScopeID: scopes[i].id, Organization: scopes[i].org, Start: start, End: end}
+		spans[j] = store.BudgetSpan{ScopeID: scopes[i].id, Organization: scopes[i].org, Start: start, End: end,
+			Money: scopes[i].unit == store.BudgetMicroUSD}
 	}
 	floors, err := w.settled.SettledTokens(ctx, spans)
 	if err != nil {

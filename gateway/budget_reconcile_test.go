@@ -96,7 +96,9 @@ VALUES ($1, $2, '2030-06-17', 'planner:old', 'anthropic', 'claude-test', 3, 200,
 
 	rdb := redistest.Start(t).Client(t)
 	w := makeBudgetWatch(db.Pool(), db, rdb, "gw:", func() time.Time { return now }, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	key := func(scope, period string) string { return budgetCounterKey("gw:", scope, period, now) }
+	key := func(scope, period string) string {
+		return budgetCounterKey("gw:", scope, period, store.BudgetTokens, now)
+	}
 	if err := rdb.Set(ctx, key(month, store.BudgetMonth), 5000, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +179,58 @@ VALUES ($1, $2, '2030-06-17', 'planner:old', 'anthropic', 'claude-test', 3, 200,
 	check(restarted, want)
 	if _, err := restarted.Get(ctx, key(none, store.BudgetMonth)).Result(); !errors.Is(err, redis.Nil) {
 		t.Errorf("a scope without a budget has a counter: %v", err)
+	}
+}
+
+// TestBudgetReconcileMoney raises a money budget's counter, on its own key,
+// to the cost of the period's calls (unpriced ones count nothing), and
+// counts its state in ballet_llm_budgets.
+func TestBudgetReconcileMoney(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	now := time.Date(2030, 6, 18, 12, 0, 0, 0, time.UTC)
+	var org, project string
+	if err := db.Pool().QueryRow(ctx, `INSERT INTO organizations (key, name) VALUES ('acme', 'Acme') RETURNING id::text`).Scan(&org); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool().QueryRow(ctx, `INSERT INTO projects (organization_id, key, name) VALUES ($1, 'WEB', 'Web') RETURNING id::text`, org).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.PutLimits(ctx, store.Limits{OrganizationID: org, ProjectID: project, TokenBudget: int64p(1000),
+		BudgetUnit: store.BudgetMicroUSD, BudgetPeriod: store.BudgetDay, UpdatedBy: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []store.Usage
+	for i, c := range []*int64{int64p(600), nil, int64p(250), int64p(9000)} {
+		at := now.Add(-time.Duration(i) * time.Hour)
+		if i == 3 {
+			at = now.AddDate(0, 0, -1) // yesterday's
+		}
+		rows = append(rows, store.Usage{RequestID: fmt.Sprintf("req-%d", i), OrganizationID: org, ProjectID: project,
+			Caller: "planner:test", Provider: store.ProviderAnthropic, Model: "claude-test", Status: 200,
+			InputTokens: 100, OutputTokens: 10, CostMicroUSD: c, CreatedAt: at})
+	}
+	if _, err := db.InsertUsage(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Start(t).Client(t)
+	w := makeBudgetWatch(db.Pool(), db, rdb, "gw:", func() time.Time { return now }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := w.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, "gw:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	money := budgetCounterKey("gw:", project, store.BudgetDay, store.BudgetMicroUSD, now)
+	if got, err := rdb.Get(ctx, money).Int64(); len(keys) != 1 || got != 850 || err != nil {
+		t.Fatalf("counters %v, %s = %d (%v); want only it, at 850 micro-USD", keys, money, got, err)
+	}
+	w.mu.Lock()
+	counts := fmt.Sprint(w.counts)
+	w.mu.Unlock()
+	if counts != "map[exhausted:0 near:1 ok:0]" {
+		t.Errorf("budget states %s, want the money budget near (850 of 1000)", counts)
 	}
 }

@@ -26,7 +26,7 @@ const budgetNear = 0.8
 var budgetStates = []string{"ok", "near", "exhausted"}
 
 var budgetsDesc = prometheus.NewDesc("ballet_llm_budgets",
-	"Token budgets (scopes with a token_budget: projects, and organizations for their own calls) by state in the current period: "+
+	"Budgets in tokens or money (scopes with a token_budget: projects, and organizations for their own calls) by state in the current period: "+
 		"ok, near (80% or more used), exhausted (all used, calls refused); counted every 30s. "+
 		"Every gateway reports the same whole count, so aggregate with max(), never sum().",
 	[]string{"state"}, nil)
@@ -38,13 +38,14 @@ var budgetsDesc = prometheus.NewDesc("ballet_llm_budgets",
 const budgetScopesSQL = `
 SELECT p.id::text, false,
        COALESCE(pl.token_budget, ol.token_budget),
-       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_period ELSE ol.budget_period END
+       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_period ELSE ol.budget_period END,
+       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_unit ELSE ol.budget_unit END
 FROM projects p
 LEFT JOIN limits pl ON pl.project_id = p.id
 LEFT JOIN limits ol ON ol.organization_id = p.organization_id AND ol.project_id IS NULL
 WHERE pl.token_budget IS NOT NULL OR ol.token_budget IS NOT NULL
 UNION ALL
-SELECT organization_id::text, true, token_budget, budget_period FROM limits
+SELECT organization_id::text, true, token_budget, budget_period, budget_unit FROM limits
 WHERE project_id IS NULL AND token_budget IS NOT NULL`
 
 // budgetWatch counts the token budgets by state for ballet_llm_budgets:
@@ -169,6 +170,7 @@ type budgetScope struct {
 	org    bool // an organization, for its calls made without a project
 	budget int64
 	period string
+	unit   string // tokens or micro_usd
 }
 
 // refresh counts the budgets by state now, after reconciling the counters
@@ -220,7 +222,7 @@ func (w *budgetWatch) listScopes(ctx context.Context) ([]budgetScope, error) {
 	var scopes []budgetScope
 	for rows.Next() {
 		var s budgetScope
-		if err := rows.Scan(&s.id, &s.org, &s.budget, &s.period); err != nil {
+		if err := rows.Scan(&s.id, &s.org, &s.budget, &s.period, &s.unit); err != nil {
 			return nil, fmt.Errorf("budget watch: list budgets: %w", err)
 		}
 		scopes = append(scopes, s)
@@ -244,7 +246,7 @@ func (w *budgetWatch) readCounters(ctx context.Context, scopes []budgetScope, no
 		// A pipeline, not MGET: each scope's keys are in its own cluster slot.
 		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, s := range part {
-				cmds[i] = p.Get(ctx, budgetCounterKey(w.prefix, s.id, s.period, now))
+				cmds[i] = p.Get(ctx, budgetCounterKey(w.prefix, s.id, s.period, s.unit, now))
 			}
 			return nil
 		})
@@ -274,9 +276,13 @@ func budgetState(used, budget int64) string {
 	return "ok"
 }
 
-// budgetCounterKey is the Redis key of a scope's token budget counter in
-// the period (day, week or month, UTC) that holds now.
-func budgetCounterKey(prefix, scopeID, period string, now time.Time) string {
+// budgetCounterKey is the Redis key of a scope's budget counter in the
+// period (day, week or month, UTC) that holds now; a money budget's
+// (unit micro_usd) is apart from a token budget's.
+func budgetCounterKey(prefix, scopeID, period, unit string, now time.Time) string {
 	start, _ := budgetPeriod(now, period)
+	if unit == store.BudgetMicroUSD {
+		period = unit + ":" + period
+	}
 	return prefix + "{" + scopeID + "}:budget:" + period + ":" + start.Format("20060102")
 }

@@ -3,7 +3,9 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
@@ -19,12 +21,24 @@ const (
 // knows no release dates, and the API uses the epoch for an unknown one.
 const modelCreatedAt = "1970-01-01T00:00:00Z"
 
-// modelInfo is a model in the Anthropic Models API form.
+// modelInfo is a model in the Anthropic Models API form, with the
+// gateway's price of it when it has one (fields the SDKs ignore).
 type modelInfo struct {
-	Type        string `json:"type"`
-	ID          string `json:"id"`
-	DisplayName string `json:"display_name"`
-	CreatedAt   string `json:"created_at"`
+	Type        string     `json:"type"`
+	ID          string     `json:"id"`
+	DisplayName string     `json:"display_name"`
+	CreatedAt   string     `json:"created_at"`
+	Price       *priceInfo `json:"price,omitempty"`
+	// PriceSource is default (a built-in price) or config (gateway.prices).
+	PriceSource string `json:"price_source,omitempty"`
+}
+
+// priceInfo is a price in US dollars per million tokens, as decimal strings.
+type priceInfo struct {
+	Input      string `json:"input"`
+	Output     string `json:"output"`
+	CacheWrite string `json:"cache_write"`
+	CacheRead  string `json:"cache_read"`
 }
 
 // modelPage is a page of GET /v1/models.
@@ -35,11 +49,13 @@ type modelPage struct {
 	LastID  *string     `json:"last_id"`
 }
 
-// modelsOf lists the models a scope's calls may use, from the
+// modelsOf lists the chat models a scope's calls may use, from the
 // configuration: gateway.anthropic_models when it has an Anthropic
 // credential, gateway.openai_models when it has an OpenAI-compatible one,
 // and gateway.fake_models when it has none and the fake fallback answers its
-// calls. A name in several lists is listed once, first place kept.
+// calls, less the embedding models (gateway.embedding_models: the
+// Anthropic Models API lists chat models) and those its model allow-lists
+// leave out. A name in several lists is listed once, first place kept.
 func (s *Server) modelsOf(sc *scope) []string {
 	has := map[string]bool{}
 	for _, c := range sc.creds {
@@ -59,7 +75,7 @@ func (s *Server) modelsOf(sc *scope) []string {
 	var out []string
 	for _, l := range lists {
 		for _, m := range l {
-			if !seen[m] {
+			if !seen[m] && sc.Models.Allows(m) && !slices.Contains(s.cfg.EmbeddingModels, m) {
 				seen[m] = true
 				out = append(out, m)
 			}
@@ -68,13 +84,24 @@ func (s *Server) modelsOf(sc *scope) []string {
 	return out
 }
 
-func infoOf(id string) modelInfo {
-	return modelInfo{Type: "model", ID: id, DisplayName: id, CreatedAt: modelCreatedAt}
+func (s *Server) infoOf(id string) modelInfo {
+	m := modelInfo{Type: "model", ID: id, DisplayName: id, CreatedAt: modelCreatedAt}
+	if p, ok := s.priceOf(id); ok {
+		m.Price = &priceInfo{Input: dollars(p.input), Output: dollars(p.output),
+			CacheWrite: dollars(p.cacheWrite), CacheRead: dollars(p.cacheRead)}
+		m.PriceSource = p.source
+	}
+	return m
+}
+
+// dollars writes micro-USD as dollars without trailing zeros: 3, 0.3.
+func dollars(micro int64) string {
+	return strings.TrimSuffix(strings.TrimRight(microUSD(micro), "0"), ".")
 }
 
 // page cuts the list as the Anthropic API pages it: limit models after
 // after_id, before before_id, or from the start.
-func page(models []string, limit int, afterID, beforeID string) (modelPage, *refusal) {
+func page(models []string, limit int, afterID, beforeID string, infoOf func(string) modelInfo) (modelPage, *refusal) {
 	index := func(key, id string) (int, *refusal) {
 		for i, m := range models {
 			if m == id {
@@ -133,7 +160,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	p, ref := page(s.modelsOf(sc), limit, q.Get("after_id"), q.Get("before_id"))
+	p, ref := page(s.modelsOf(sc), limit, q.Get("after_id"), q.Get("before_id"), s.infoOf)
 	if ref != nil {
 		anthropicForm.write(w, ref)
 		return
@@ -152,7 +179,7 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("model_id")
 	for _, m := range s.modelsOf(sc) {
 		if m == id {
-			b, _ := json.Marshal(infoOf(m))
+			b, _ := json.Marshal(s.infoOf(m))
 			writeJSON(w, b)
 			return
 		}

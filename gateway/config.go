@@ -83,10 +83,17 @@ type Config struct {
 	// AnthropicModels, OpenAIModels and FakeModels are the models GET
 	// /v1/models lists for a scope with an Anthropic credential, an
 	// OpenAI-compatible one, or none (when the fake fallback answers), in
-	// this order.
+	// this order. The fake answers only FakeModels (the planner's default
+	// model among them), as an upstream refuses a model it lacks.
 	AnthropicModels []string `toml:"anthropic_models"`
 	OpenAIModels    []string `toml:"openai_models"`
 	FakeModels      []string `toml:"fake_models"`
+	// EmbeddingModels are the models of those lists that embed text rather
+	// than chat: GET /v1/models leaves them out.
+	EmbeddingModels []string `toml:"embedding_models"`
+	// Prices are the prices of models, by name, over DefaultPrices: what a
+	// call costs is recorded with its usage, and money budgets count it.
+	Prices map[string]Price `toml:"prices"`
 	// EmbeddingsMaxInputs caps the texts of one POST /v1/embeddings call.
 	EmbeddingsMaxInputs int `toml:"embeddings_max_inputs"`
 	// EmbeddingsMaxInputBytes caps the bytes of text of one call (413 past it).
@@ -118,7 +125,8 @@ func DefaultConfig() Config {
 		UsageBuffer:         100000,
 		AnthropicModels:     []string{"claude-sonnet-5-5", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5"},
 		OpenAIModels:        []string{"gpt-4.1", "gpt-4.1-mini", "gpt-4o-mini", "text-embedding-3-small", "text-embedding-3-large"},
-		FakeModels:          []string{"claude-demo", "fake-embedding"},
+		FakeModels:          []string{"claude-demo", "claude-sonnet-5-5", "fake-embedding"},
+		EmbeddingModels:     []string{"text-embedding-3-small", "text-embedding-3-large", "fake-embedding"},
 		EmbeddingsMaxInputs: 2048,
 		// About 300,000 tokens at four characters a token, OpenAI's cap.
 		EmbeddingsMaxInputBytes: 1200000,
@@ -216,12 +224,20 @@ func (c Config) Validate() error {
 	for _, list := range []struct {
 		key    string
 		models []string
-	}{{"gateway.anthropic_models", c.AnthropicModels}, {"gateway.openai_models", c.OpenAIModels}, {"gateway.fake_models", c.FakeModels}} {
+	}{{"gateway.anthropic_models", c.AnthropicModels}, {"gateway.openai_models", c.OpenAIModels}, {"gateway.fake_models", c.FakeModels}, {"gateway.embedding_models", c.EmbeddingModels}} {
 		for i, m := range list.models {
 			if err := validateModel(m); err != nil {
 				return fmt.Errorf("%s[%d]: %w", list.key, i, err)
 			}
 		}
+	}
+	for m := range c.Prices {
+		if err := validateModel(m); err != nil {
+			return fmt.Errorf("gateway.prices: %w", err)
+		}
+	}
+	if _, err := newPriceTable(c.Prices); err != nil {
+		return err
 	}
 	return nil
 }

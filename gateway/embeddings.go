@@ -156,7 +156,11 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 		openaiForm.write(w, ref)
 		return
 	}
-	cred, ref := s.embeddingsCredential(sc)
+	ref = sc.allowModel(req.Model)
+	var cred upstreamCred
+	if ref == nil {
+		cred, ref = s.embeddingsCredential(sc)
+	}
 	if ref == nil {
 		ref = s.checkUpstream(ctx, sc, cred)
 	}
@@ -168,7 +172,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 	estimate := int64(estimateTokens(size))
 	// The estimate is no bound: the call is let in while anything of a
 	// budget remains, and settles on its usage.
-	res, ref := s.reserve(ctx, sc, estimate, 0)
+	res, ref := s.reserve(ctx, sc, req.Model, estimate, 0, false)
 	if ref != nil {
 		openaiForm.write(w, ref)
 		if ref.status != http.StatusServiceUnavailable {
@@ -178,7 +182,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		s.limiter.settle(ctx, res, 0) //nolint:errcheck
+		s.limiter.settle(ctx, res, 0, 0) //nolint:errcheck
 		openaiForm.write(w, refuse(http.StatusInternalServerError, llm.ErrAPI, "gateway: encode request: "+err.Error()))
 		return
 	}

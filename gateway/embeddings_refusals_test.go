@@ -114,6 +114,10 @@ func TestEmbeddingsNeedAnOpenAICompatibleUpstream(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 			mustContain(t, oe.Message, "no openai credential for project DEMO or its organization acme", "OpenAI-compatible")
+			// The OpenAI SDKs take a request's id from x-request-id.
+			if id := oe.Response.Header.Get("x-request-id"); !strings.HasPrefix(id, "gwreq_") || id != oe.Response.Header.Get("request-id") {
+				t.Fatalf("x-request-id = %q", id)
+			}
 			if n := len(e.fake.Requests()); n != 0 {
 				t.Fatalf("the upstream got %d calls", n)
 			}

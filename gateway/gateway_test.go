@@ -138,7 +138,15 @@ func TestCredentialResolution(t *testing.T) {
 	t.Run("none but fake", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, fakellm.MustParse(okScript), withProvider(""), withFallback(fakellm.Demo()))
-		msg, err := e.client.Create(context.Background(), e.principal(), hello(false))
+		// The fake answers only its models, as an upstream does.
+		resp, body := e.post(t, e.token(t), hello(false))
+		if d := errorOf(t, body); resp.StatusCode != http.StatusNotFound || d.Type != llm.ErrNotFound {
+			t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
+		}
+		mustContain(t, errorOf(t, body).Message, `model: "claude-test" is not a model of the demo's fake`, "gateway.fake_models: claude-demo, claude-sonnet-5-5")
+		req := hello(false)
+		req.Model = "claude-demo"
+		msg, err := e.client.Create(context.Background(), e.principal(), req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,7 +99,7 @@ func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCa
 	// the body's size, must fit in what remains of a budget; its output,
 	// max_tokens at most, may pass it. The call settles on its usage.
 	input := inputTokenBound(len(raw))
-	res, ref := s.reserve(ctx, sc, input+head.MaxTokens, input)
+	res, ref := s.reserve(ctx, sc, head.Model, input, head.MaxTokens, true)
 	if ref != nil {
 		anthropicForm.write(w, ref)
 		if ref.status != http.StatusServiceUnavailable {
@@ -140,7 +140,7 @@ func (s *Server) answerMessage(ctx context.Context, w http.ResponseWriter, mc *m
 	case ans.src != nil:
 		// Without limits to settle in Redis the call ends at once after the
 		// relay: its last events may go out with the end of the answer.
-		return s.relay(ctx, w, mc.provider, ans, &mc.meter, mc.res == nil || len(mc.res.keys) == 0), true
+		return s.relay(ctx, w, mc.provider, ans, &mc.meter, !mc.res.charged()), true
 	default:
 		mc.meter.observeMessage(ans.body)
 		w.Header().Set("Content-Type", "application/json")
@@ -154,9 +154,14 @@ func (s *Server) answerMessage(ctx context.Context, w http.ResponseWriter, mc *m
 
 // finish settles the reservation, counts the call and queues its usage row.
 func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call, res *reservation, reqID string, status int, u llm.Usage, estimated bool, took time.Duration) {
-	if res != nil && len(res.keys) > 0 { // limits are set: settle them in Redis
+	cost := s.costOf(c.model, u)
+	if res.charged() { // limits are set: settle them in Redis
+		var spent int64
+		if cost != nil {
+			spent = *cost
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		err := s.limiter.settle(sctx, res, u.Total())
+		err := s.limiter.settle(sctx, res, u.Total(), spent)
 		cancel()
 		if err != nil {
 			s.log.WarnContext(ctx, "settle reservation", slog.String("scope", sc.name()), slog.Any("error", err))
@@ -169,6 +174,7 @@ func (s *Server) finish(ctx context.Context, p llm.Principal, sc *scope, c *call
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
 		Estimated: estimated, DurationMS: int(took.Milliseconds()), CreatedAt: time.Now(),
+		CostMicroUSD: cost,
 	})
 	if !s.log.Enabled(ctx, slog.LevelDebug) {
 		return

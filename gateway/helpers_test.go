@@ -253,7 +253,7 @@ func (e *env) readUsage(t testing.TB) []store.Usage {
 		t.Fatal(err)
 	}
 	rows, err := e.db.Pool().Query(ctx, `SELECT request_id, caller, provider, model, status, input_tokens, output_tokens,
-		cache_read_tokens, cache_write_tokens, estimated FROM usage ORDER BY id`)
+		cache_read_tokens, cache_write_tokens, estimated, cost_micro_usd FROM usage ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func (e *env) readUsage(t testing.TB) []store.Usage {
 	for rows.Next() {
 		var u store.Usage
 		if err := rows.Scan(&u.RequestID, &u.Caller, &u.Provider, &u.Model, &u.Status, &u.InputTokens, &u.OutputTokens,
-			&u.CacheReadTokens, &u.CacheWriteTokens, &u.Estimated); err != nil {
+			&u.CacheReadTokens, &u.CacheWriteTokens, &u.Estimated, &u.CostMicroUSD); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, u)

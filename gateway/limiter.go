@@ -15,14 +15,16 @@ import (
 // reserveScript checks and takes a reservation in one step, so replicas
 // never race: requests per minute are refused once the count would pass
 // the limit, tokens per minute once the minute's tokens reach the limit
-// (429), and a token budget (403) once what its calls used and hold
-// reserved leaves no room for the part of the reservation that must fit
-// (ARGV[7], a call's input; the rest is its max_tokens). A reservation
-// covers all a call may use, so the calls running at once pass a budget by
-// at most one call's max_tokens, and a per-minute limit by at most one
+// (429), and a budget (403) once what its calls used and hold reserved
+// leaves no room for the part of the reservation that must fit (ARGV[7], a
+// call's input, in the budget's unit; the rest is its max_tokens). ARGV[4]
+// is the reservation in tokens, ARGV[8] in the budget's unit (tokens, or
+// micro-USD for a money budget). A reservation covers all a call may use,
+// so the calls running at once pass a budget by at most one call's
+// max_tokens (or their cost), and a per-minute limit by at most one
 // reservation.
 var reserveScript = redis.NewScript(`
-local rpm, tpm, budget, amount, fit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
+local rpm, tpm, budget, amount, fit, charge = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7]), tonumber(ARGV[8])
 if budget >= 0 then
   local used = tonumber(redis.call('GET', KEYS[3]) or '0')
   if used >= budget or used + fit > budget then return {3, used} end
@@ -37,17 +39,17 @@ if tpm >= 0 then
 end
 if rpm >= 0 then redis.call('INCR', KEYS[1]); redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 if tpm >= 0 then redis.call('INCRBY', KEYS[2], amount); redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
-if budget >= 0 then redis.call('INCRBY', KEYS[3], amount); redis.call('PEXPIRE', KEYS[3], ARGV[6]) end
+if budget >= 0 then redis.call('INCRBY', KEYS[3], charge); redis.call('PEXPIRE', KEYS[3], ARGV[6]) end
 return {0, 0}
 `)
 
 // settleScript replaces a reservation by what the call used, on the windows
-// it was taken in (a window that has ended is left alone). Usage beyond the
-// reservation (an upstream that reports more than it may) is charged in
-// full: the calls after it find the budget spent.
+// it was taken in (a window that has ended is left alone): KEYS[i] moves by
+// ARGV[i]. Usage beyond the reservation (an upstream that reports more than
+// it may) is charged in full: the calls after it find the budget spent.
 var settleScript = redis.NewScript(`
-for _, key in ipairs(KEYS) do
-  if redis.call('EXISTS', key) == 1 then redis.call('INCRBY', key, ARGV[1]) end
+for i, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then redis.call('INCRBY', key, ARGV[i]) end
 end
 return 0
 `)
@@ -59,10 +61,26 @@ type limiter struct {
 	now    func() time.Time
 }
 
-// reservation is tokens taken before a call, settled after it.
+// charge is what a call may use, reserved before it: tokens (fit of them
+// must fit in a token budget's remainder), and for a money budget their
+// most cost in micro-USD (costFit of it must fit).
+type charge struct {
+	tokens, fit   int64
+	cost, costFit int64
+}
+
+// reservation is what was taken before a call, settled after it.
 type reservation struct {
-	keys   []string // the token keys charged
-	amount int64
+	tpmKey    string // the tokens-per-minute key charged, or ""
+	tokens    int64
+	budgetKey string // the budget key charged, or ""
+	money     bool   // the budget counts micro-USD
+	budget    int64  // what the budget key was charged
+}
+
+// charged reports whether r holds anything to settle in Redis.
+func (r *reservation) charged() bool {
+	return r != nil && (r.tpmKey != "" || r.budgetKey != "")
 }
 
 // limitError is a refusal: 429 rate_limit_error or 403 permission_error.
@@ -74,11 +92,9 @@ type limitError struct {
 
 func (e *limitError) Error() string { return e.message }
 
-// reserve takes amount tokens and one request against the limits of the
-// scope, or returns a *limitError naming the limit and when it resets. Of
-// amount, fit must fit in what remains of a token budget (a call's input);
-// the rest (its max_tokens) may pass it.
-func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim store.Limits, amount, fit int64) (*reservation, error) {
+// reserve takes ch and one request against the limits of the scope, or
+// returns a *limitError naming the limit and when it resets.
+func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim store.Limits, ch charge) (*reservation, error) {
 	if lim.Unlimited() {
 		return &reservation{}, nil
 	}
@@ -90,10 +106,11 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 	nextMinute := minute.Add(time.Minute)
 	_, periodEnd := budgetPeriod(now, lim.BudgetPeriod)
 	base := l.prefix + "{" + scopeID + "}:"
+	money := lim.BudgetUnit == store.BudgetMicroUSD
 	keys := []string{
 		base + "rpm:" + minute.Format("200601021504"),
 		base + "tpm:" + minute.Format("200601021504"),
-		budgetCounterKey(l.prefix, scopeID, lim.BudgetPeriod, now),
+		budgetCounterKey(l.prefix, scopeID, lim.BudgetPeriod, lim.BudgetUnit, now),
 	}
 	limit := func(v *int64) int64 {
 		if v == nil {
@@ -101,10 +118,14 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 		}
 		return *v
 	}
+	budgetCharge, fit := ch.tokens, ch.fit
+	if money {
+		budgetCharge, fit = ch.cost, ch.costFit
+	}
 	minuteTTL := (2 * time.Minute).Milliseconds()
 	budgetTTL := budgetCounterTTL(now, lim.BudgetPeriod).Milliseconds()
 	res, err := reserveScript.Run(ctx, l.rdb, keys,
-		limit(lim.RequestsPerMinute), limit(lim.TokensPerMinute), limit(lim.TokenBudget), amount, minuteTTL, budgetTTL, fit).Int64Slice()
+		limit(lim.RequestsPerMinute), limit(lim.TokensPerMinute), limit(lim.TokenBudget), ch.tokens, minuteTTL, budgetTTL, fit, budgetCharge).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
@@ -118,30 +139,65 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 			message: fmt.Sprintf("rate limit exceeded: %s allows %d tokens per minute and has used %d; resets at %s",
 				scopeName, *lim.TokensPerMinute, res[1], nextMinute.Format(time.RFC3339))}
 	case 3:
-		room := ""
-		if res[1] < *lim.TokenBudget {
-			room = fmt.Sprintf(", too few for a call whose input may take %d", fit)
-		}
 		return nil, &limitError{status: http.StatusForbidden, retryAfter: periodEnd.Sub(now),
-			message: fmt.Sprintf("token budget spent: %s has used %d of its %d tokens this %s%s; resets at %s",
-				scopeName, res[1], *lim.TokenBudget, lim.BudgetPeriod, room, periodEnd.Format(time.RFC3339))}
+			message: budgetSpentMessage(scopeName, lim, res[1], fit, periodEnd)}
 	}
-	r := &reservation{amount: amount}
+	r := &reservation{tokens: ch.tokens, money: money, budget: budgetCharge}
 	if lim.TokensPerMinute != nil {
-		r.keys = append(r.keys, keys[1])
+		r.tpmKey = keys[1]
 	}
 	if lim.TokenBudget != nil {
-		r.keys = append(r.keys, keys[2])
+		r.budgetKey = keys[2]
 	}
 	return r, nil
 }
 
-// settle replaces the reservation by the tokens used.
-func (l *limiter) settle(ctx context.Context, r *reservation, used int64) error {
-	if r == nil || len(r.keys) == 0 || used == r.amount {
+// budgetSpentMessage says that scope's budget is spent: used of it this
+// period, and too little left for a call that must fit fit.
+func budgetSpentMessage(scopeName string, lim store.Limits, used, fit int64, periodEnd time.Time) string {
+	if lim.BudgetUnit == store.BudgetMicroUSD {
+		room := ""
+		if used < *lim.TokenBudget {
+			room = ", too little for a call whose input may cost $" + microUSD(fit)
+		}
+		return fmt.Sprintf("money budget spent: %s has spent $%s of its $%s this %s%s; resets at %s",
+			scopeName, microUSD(used), microUSD(*lim.TokenBudget), lim.BudgetPeriod, room, periodEnd.Format(time.RFC3339))
+	}
+	room := ""
+	if used < *lim.TokenBudget {
+		room = fmt.Sprintf(", too few for a call whose input may take %d", fit)
+	}
+	return fmt.Sprintf("token budget spent: %s has used %d of its %d tokens this %s%s; resets at %s",
+		scopeName, used, *lim.TokenBudget, lim.BudgetPeriod, room, periodEnd.Format(time.RFC3339))
+}
+
+// microUSD writes micro-USD as dollars with six decimals.
+func microUSD(v int64) string {
+	return fmt.Sprintf("%d.%06d", v/1_000_000, v%1_000_000)
+}
+
+// settle replaces the reservation by what the call used: tokens, and cost
+// in micro-USD for a money budget.
+func (l *limiter) settle(ctx context.Context, r *reservation, tokens, cost int64) error {
+	if r == nil {
 		return nil
 	}
-	if err := settleScript.Run(ctx, l.rdb, r.keys, used-r.amount).Err(); err != nil {
+	var keys []string
+	var deltas []any
+	if r.tpmKey != "" && tokens != r.tokens {
+		keys, deltas = append(keys, r.tpmKey), append(deltas, tokens-r.tokens)
+	}
+	used := tokens
+	if r.money {
+		used = cost
+	}
+	if r.budgetKey != "" && used != r.budget {
+		keys, deltas = append(keys, r.budgetKey), append(deltas, used-r.budget)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := settleScript.Run(ctx, l.rdb, keys, deltas...).Err(); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
 	return nil

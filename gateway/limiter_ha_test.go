@@ -67,7 +67,7 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 	if err := w.refresh(ctx); err != nil { // the watch knows the first master
 		t.Fatal(err)
 	}
-	key := budgetCounterKey("gw:", project, store.BudgetDay, frozen)
+	key := budgetCounterKey("gw:", project, store.BudgetDay, store.BudgetTokens, frozen)
 	start, end := budgetPeriod(frozen.UTC(), store.BudgetDay)
 	settled := func() int64 {
 		t.Helper()
@@ -100,13 +100,13 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
 				began := phase.Load()
-				res, ref := srv.reserve(ctx, sc, amount, 0)
+				res, ref := srv.reserve(ctx, sc, "claude-test", amount, 0, false)
 				switch {
 				case ref == nil:
 					u := store.Usage{RequestID: fmt.Sprintf("call-%d", seq.Add(1)), OrganizationID: org, ProjectID: project,
 						Caller: "planner:test", Provider: store.ProviderAnthropic, Model: "claude-test", Status: http.StatusOK,
 						InputTokens: 60, OutputTokens: 25, CacheReadTokens: 10, CacheWriteTokens: 5, CreatedAt: frozen}
-					if err := l.settle(ctx, res, u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens); err != nil {
+					if err := l.settle(ctx, res, u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens, 0); err != nil {
 						t.Errorf("settle: %v", err)
 					}
 					if _, err := db.InsertUsage(ctx, []store.Usage{u}); err != nil {
@@ -175,7 +175,7 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 	// The per-minute limits run on the new master as before.
 	rpm := store.Limits{RequestsPerMinute: int64p(5), BudgetPeriod: store.BudgetDay}
 	for i := range 6 {
-		_, err := l.reserve(ctx, "scope-b", "project B", rpm, amount, 0)
+		_, err := l.reserve(ctx, "scope-b", "project B", rpm, charge{tokens: amount})
 		if want := i == 5; (limitStatus(err) == http.StatusTooManyRequests) != want || (err != nil) != want {
 			t.Fatalf("request %d of 5 per minute on the new master: %v", i+1, err)
 		}
@@ -184,7 +184,7 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 	sn.Master.Kill()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, ref := srv.reserve(cctx, sc, amount, 0); ref == nil || ref.status != http.StatusServiceUnavailable {
+	if _, ref := srv.reserve(cctx, sc, "claude-test", amount, 0, false); ref == nil || ref.status != http.StatusServiceUnavailable {
 		t.Fatalf("reservation with no master: %+v, want 503", ref)
 	}
 }
@@ -207,14 +207,14 @@ func TestLimiterOnRedisCluster(t *testing.T) {
 		scope := fmt.Sprintf("scope-%d", i)
 		var got []int
 		for range 5 {
-			r, err := l.reserve(ctx, scope, scope, lim, 100, 0)
+			r, err := l.reserve(ctx, scope, scope, lim, charge{tokens: 100})
 			got = append(got, limitStatus(err))
 			if err != nil && limitStatus(err) == 0 {
 				t.Fatalf("%s: reserve: %v", scope, err)
 			}
 			if err == nil {
 				// Each call used half its reservation: the budget admits more.
-				if err := l.settle(ctx, r, 50); err != nil {
+				if err := l.settle(ctx, r, 50, 0); err != nil {
 					t.Fatalf("%s: settle: %v", scope, err)
 				}
 			}
@@ -247,7 +247,7 @@ func TestLimiterOnRedisCluster(t *testing.T) {
 	// The budget refuses once spent, on whichever node holds the scope.
 	spent := store.Limits{TokenBudget: int64p(250), BudgetPeriod: store.BudgetMonth}
 	for i := range 4 {
-		_, err := l.reserve(ctx, "scope-budget", "project B", spent, 100, 0)
+		_, err := l.reserve(ctx, "scope-budget", "project B", spent, charge{tokens: 100})
 		if want := i == 3; (limitStatus(err) == http.StatusForbidden) != want || (err != nil) != want {
 			t.Fatalf("reservation %d of 100 against 250: %v", i+1, err)
 		}

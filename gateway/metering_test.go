@@ -55,7 +55,8 @@ answers:
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	want := store.UsageTotal{Key: "claude-test", Requests: 4, InputTokens: 1010, OutputTokens: 110, CacheReadTokens: 12, CacheWriteTokens: 12}
+	// claude-test has no price: the report counts its calls unpriced.
+	want := store.UsageTotal{Key: "claude-test", Requests: 4, InputTokens: 1010, OutputTokens: 110, CacheReadTokens: 12, CacheWriteTokens: 12, Unpriced: 4}
 	e.usageRows(t, 4)
 	got, err := e.db.UsageReport(ctx, e.project, store.UsageByModel, time.Now().Add(-time.Hour))
 	if err != nil {

@@ -3,12 +3,16 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -39,6 +43,21 @@ func (s *scope) name() string {
 		return "project " + s.ProjectKey
 	}
 	return "organization " + s.OrganizationKey
+}
+
+// allowModel refuses, 403 naming it, a model the scope's model allow-lists
+// leave out.
+func (s *scope) allowModel(model string) *refusal {
+	if s.Models.Allows(model) {
+		return nil
+	}
+	where := s.name()
+	if len(s.Models.Organization) > 0 && !slices.Contains(s.Models.Organization, model) {
+		where = "organization " + s.OrganizationKey
+	}
+	return &refusal{status: http.StatusForbidden, typ: llm.ErrPermission, code: "model_not_allowed",
+		msg: "model " + strconv.Quote(model) + " is not allowed for " + s.name() + ": the model allow-list of " + where +
+			" leaves it out; GET /v1/models lists the models it may use"}
 }
 
 // id keys the scope's counters in Redis.

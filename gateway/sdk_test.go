@@ -68,7 +68,7 @@ func TestCountTokensThroughTheAnthropicSDK(t *testing.T) {
 		{"anthropic credential", nil, "claude-test", TokenCountExact, true},
 		{"openai credential", []envOption{withProvider(store.ProviderOpenAI)}, "gpt-test", TokenCountEstimated, false},
 		{"openai credential, claude model", []envOption{withProvider(store.ProviderOpenAI)}, "claude-test", TokenCountEstimated, false},
-		{"fallback", []envOption{withProvider(""), withFallback(fakellm.MustParse(okScript))}, "claude-test", TokenCountExact, false},
+		{"fallback", []envOption{withProvider(""), withFallback(fakellm.MustParse(okScript))}, "claude-demo", TokenCountExact, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,7 +163,7 @@ func TestModelsThroughTheAnthropicSDK(t *testing.T) {
 		{"anthropic", nil, "", []string{"claude-a", "claude-b", "claude-c", "claude-d", "claude-e"}},
 		{"openai", []envOption{withProvider(store.ProviderOpenAI)}, "", []string{"gpt-a", "claude-c", "meta-llama/Llama-3.1-8B-Instruct"}},
 		{"both", nil, store.ProviderOpenAI, []string{"claude-a", "claude-b", "claude-c", "claude-d", "claude-e", "gpt-a", "meta-llama/Llama-3.1-8B-Instruct"}},
-		{"none, fallback", []envOption{withProvider(""), withFallback(fakellm.MustParse(okScript))}, "", []string{"claude-demo", "fake-embedding"}},
+		{"none, fallback", []envOption{withProvider(""), withFallback(fakellm.MustParse(okScript))}, "", []string{"claude-demo"}}, // not its embedding model
 		{"none", []envOption{withProvider("")}, "", nil},
 	}
 	for _, tt := range tests {
@@ -284,7 +284,7 @@ func TestRequestIDHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := resp.Header.Get("request-id")
-	if !strings.HasPrefix(id, "gwreq_") || resp.Header.Get("x-ballet-request-id") != id {
+	if !strings.HasPrefix(id, "gwreq_") || resp.Header.Get("x-ballet-request-id") != id || resp.Header.Get("x-request-id") != id {
 		t.Fatalf("request-id = %q, x-ballet-request-id = %q", id, resp.Header.Get("x-ballet-request-id"))
 	}
 	stream := client.Messages.NewStreaming(ctx, params)
@@ -313,6 +313,18 @@ func TestRequestIDHeader(t *testing.T) {
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 400 || !strings.HasPrefix(ae.RequestID, "gwreq_") {
 		t.Fatalf("error = %v", err)
+	}
+	// The body carries it as the Anthropic API's do, and x-request-id (what
+	// the OpenAI SDKs read) is the same id.
+	var body struct {
+		Type      string `json:"type"`
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal([]byte(ae.RawJSON()), &body); err != nil || body.Type != "error" || body.RequestID != ae.RequestID {
+		t.Fatalf("error body = %s, want request_id %q", ae.RawJSON(), ae.RequestID)
+	}
+	if got := ae.Response.Header.Get("x-request-id"); got != ae.RequestID {
+		t.Fatalf("x-request-id = %q, want %q", got, ae.RequestID)
 	}
 	// And an unknown route.
 	nresp, _ := e.send(t, http.MethodGet, "/v1/nothing", "", nil)

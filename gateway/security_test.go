@@ -168,8 +168,8 @@ func TestUpstreamErrorBodiesAreNeverRelayedRaw(t *testing.T) {
 				t.Fatalf("the raw upstream body reached the caller: %s", body)
 			}
 			var eb map[string]any
-			if err := json.Unmarshal(body, &eb); err != nil || len(eb) != 2 {
-				t.Fatalf("not a bare Anthropic error: %s", body)
+			if err := json.Unmarshal(body, &eb); err != nil || len(eb) != 3 || eb["request_id"] != resp.Header.Get("request-id") {
+				t.Fatalf("not a bare Anthropic error (type, error, request_id): %s", body)
 			}
 			d := errorOf(t, body)
 			if d.Type != tt.wantType {

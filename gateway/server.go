@@ -15,9 +15,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,7 +53,9 @@ type Server struct {
 	fallbackURL string
 	upstreams   *Upstreams
 	// budgets counts the token budgets by state; nil without a pool or Redis.
-	budgets  *budgetWatch
+	budgets *budgetWatch
+	// prices are DefaultPrices merged with gateway.prices.
+	prices   priceTable
 	stopOnce sync.Once
 }
 
@@ -108,6 +112,9 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 		o(s)
 	}
 	var err error
+	if s.prices, err = newPriceTable(cfg.Prices); err != nil {
+		return nil, err
+	}
 	if s.upstreams, err = cfg.Upstreams(); err != nil {
 		return nil, err
 	}
@@ -138,8 +145,9 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 
 // Handler serves the gateway's routes; the process adds health and
 // metrics. Every answer carries the call's id in request-id (the header the
-// Anthropic SDKs read) and x-ballet-request-id; a metered call's usage row
-// has the same id.
+// Anthropic SDKs read), x-request-id (the OpenAI SDKs') and
+// x-ballet-request-id, and an Anthropic-form error body in its request_id;
+// a metered call's usage row has the same id.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", s.serveMessages)
@@ -155,7 +163,7 @@ func (s *Server) Handler() http.Handler {
 		id := newRequestID()
 		v := []string{id} // both headers share it, in canonical form
 		h := w.Header()
-		h["Request-Id"], h["X-Ballet-Request-Id"] = v, v
+		h["Request-Id"], h["X-Request-Id"], h["X-Ballet-Request-Id"] = v, v, v
 		mux.ServeHTTP(w, r)
 		return r.Pattern // set by mux as it routed r
 	})
@@ -243,12 +251,34 @@ func newRequestID() string {
 	return string(id[:])
 }
 
+// anthropicErrorPrefix starts every Anthropic-form error body errorJSON makes.
+var anthropicErrorPrefix = []byte(`{"type":"error",`)
+
+// withRequestID adds "request_id" to an Anthropic-form error body; another
+// body is returned as it is.
+func withRequestID(body []byte, id string) []byte {
+	if !bytes.HasPrefix(body, anthropicErrorPrefix) || !bytes.HasSuffix(body, []byte("}")) {
+		return body
+	}
+	q, _ := json.Marshal(id)
+	out := make([]byte, 0, len(body)+len(q)+14)
+	out = append(out, body[:len(body)-1]...)
+	out = append(out, `,"request_id":`...)
+	out = append(out, q...)
+	return append(out, '}')
+}
+
 // writeError answers an error in the Anthropic form.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	writeErrorBody(w, status, errorJSON(typ, msg))
 }
 
+// writeErrorBody answers an error body; one in the Anthropic form gets the
+// call's request_id, as the Anthropic API's error bodies have it.
 func writeErrorBody(w http.ResponseWriter, status int, body []byte) {
+	if id := w.Header()["Request-Id"]; len(id) == 1 {
+		body = withRequestID(body, id[0])
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the caller may be gone

@@ -33,6 +33,7 @@ func TestUnavailableWhilePostgresIsDown(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.SigningKey, cfg.CacheTTL = randomHex(32), 0
+	cfg.FakeModels = append(cfg.FakeModels, hello(false).Model) // the model this test's calls name
 	fake := fakellm.New(fakellm.Demo())
 	if err := fake.Start(); err != nil {
 		t.Fatal(err)

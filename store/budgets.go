@@ -15,14 +15,24 @@ const (
 	BudgetMonth = "month"
 )
 
+// Budget units: a budget counts tokens (input, output and cache) or money,
+// in micro-USD (millionths of a US dollar) at the gateway's prices.
+const (
+	BudgetTokens   = "tokens"
+	BudgetMicroUSD = "micro_usd"
+)
+
 // Limits are the gateway's budget and rate limits of a project or, with
 // ProjectID empty, an organization's defaults for its projects. A nil field
 // is no limit (or, for a project, the organization's value).
 type Limits struct {
 	OrganizationID string `json:"organization_id"`
 	ProjectID      string `json:"project_id,omitempty"`
-	// TokenBudget caps the tokens (input, output and cache) of a period.
+	// TokenBudget caps what a period's calls use, in BudgetUnit: tokens
+	// (input, output and cache), or micro-USD.
 	TokenBudget *int64 `json:"token_budget,omitempty"`
+	// BudgetUnit is tokens (the default) or micro_usd.
+	BudgetUnit string `json:"budget_unit"`
 	// BudgetPeriod is day, week (ISO, from Monday) or month, in UTC.
 	BudgetPeriod      string    `json:"budget_period"`
 	RequestsPerMinute *int64    `json:"requests_per_minute,omitempty"`
@@ -45,6 +55,12 @@ func (db *DB) PutLimits(ctx context.Context, l Limits) (Limits, error) {
 	if l.BudgetPeriod != BudgetDay && l.BudgetPeriod != BudgetWeek && l.BudgetPeriod != BudgetMonth {
 		return Limits{}, Errorf(CodeInvalid, "budget_period must be day, week or month, got %q", l.BudgetPeriod)
 	}
+	if l.BudgetUnit == "" {
+		l.BudgetUnit = BudgetTokens
+	}
+	if l.BudgetUnit != BudgetTokens && l.BudgetUnit != BudgetMicroUSD {
+		return Limits{}, Errorf(CodeInvalid, "budget_unit must be tokens or micro_usd, got %q", l.BudgetUnit)
+	}
 	for name, v := range map[string]*int64{"token_budget": l.TokenBudget, "requests_per_minute": l.RequestsPerMinute, "tokens_per_minute": l.TokensPerMinute} {
 		if v != nil && *v < 0 {
 			return Limits{}, Errorf(CodeInvalid, "%s must not be negative", name)
@@ -55,15 +71,15 @@ func (db *DB) PutLimits(ctx context.Context, l Limits) (Limits, error) {
 		conflict = `(project_id) WHERE project_id IS NOT NULL`
 	}
 	row := db.pool.QueryRow(ctx, `
-INSERT INTO limits (organization_id, project_id, token_budget, budget_period, requests_per_minute, tokens_per_minute, updated_by)
-SELECT $1::uuid, NULLIF($2, '')::uuid, $3, $4, $5, $6, $7
+INSERT INTO limits (organization_id, project_id, token_budget, budget_period, requests_per_minute, tokens_per_minute, updated_by, budget_unit)
+SELECT $1::uuid, NULLIF($2, '')::uuid, $3, $4, $5, $6, $7, $8
 WHERE $2 = '' OR EXISTS (SELECT 1 FROM projects WHERE id = NULLIF($2, '')::uuid AND organization_id = $1::uuid)
 ON CONFLICT `+conflict+` DO UPDATE SET
-    token_budget = EXCLUDED.token_budget, budget_period = EXCLUDED.budget_period,
+    token_budget = EXCLUDED.token_budget, budget_period = EXCLUDED.budget_period, budget_unit = EXCLUDED.budget_unit,
     requests_per_minute = EXCLUDED.requests_per_minute, tokens_per_minute = EXCLUDED.tokens_per_minute,
     updated_by = EXCLUDED.updated_by, updated_at = now()
 RETURNING `+limitsColumns,
-		l.OrganizationID, l.ProjectID, l.TokenBudget, l.BudgetPeriod, l.RequestsPerMinute, l.TokensPerMinute, l.UpdatedBy)
+		l.OrganizationID, l.ProjectID, l.TokenBudget, l.BudgetPeriod, l.RequestsPerMinute, l.TokensPerMinute, l.UpdatedBy, l.BudgetUnit)
 	out, err := scanLimits(row)
 	if err != nil {
 		return Limits{}, fmt.Errorf("store: put limits: %w", notFound(err, "project %s of organization %s", l.ProjectID, l.OrganizationID))
@@ -99,7 +115,7 @@ WHERE organization_id = $1::uuid AND project_id IS NOT DISTINCT FROM NULLIF($2, 
 // defaults, field by field: a field the project leaves unset takes the
 // organization's value. With no rows at all every field is nil (unlimited).
 func (db *DB) EffectiveLimits(ctx context.Context, organizationID, projectID string) (Limits, error) {
-	l := Limits{OrganizationID: organizationID, ProjectID: projectID, BudgetPeriod: BudgetMonth}
+	l := Limits{OrganizationID: organizationID, ProjectID: projectID, BudgetPeriod: BudgetMonth, BudgetUnit: BudgetTokens}
 	rows, err := db.pool.Query(ctx, `SELECT `+limitsColumns+` FROM limits
 WHERE organization_id = $1::uuid AND (project_id IS NULL OR project_id = NULLIF($2, '')::uuid)
 ORDER BY project_id IS NULL`, organizationID, projectID)
@@ -114,7 +130,7 @@ ORDER BY project_id IS NULL`, organizationID, projectID)
 	for i := len(found) - 1; i >= 0; i-- {
 		f := found[i]
 		if f.TokenBudget != nil {
-			l.TokenBudget, l.BudgetPeriod = f.TokenBudget, f.BudgetPeriod
+			l.TokenBudget, l.BudgetPeriod, l.BudgetUnit = f.TokenBudget, f.BudgetPeriod, f.BudgetUnit
 		}
 		if f.RequestsPerMinute != nil {
 			l.RequestsPerMinute = f.RequestsPerMinute
@@ -129,11 +145,11 @@ ORDER BY project_id IS NULL`, organizationID, projectID)
 
 // limitsColumns are what scanLimits reads from limits.
 const limitsColumns = `organization_id, COALESCE(project_id::text, ''), token_budget, budget_period,
-	requests_per_minute::bigint, tokens_per_minute, updated_by, updated_at`
+	requests_per_minute::bigint, tokens_per_minute, updated_by, updated_at, budget_unit`
 
 func scanLimits(row pgx.Row) (Limits, error) {
 	var l Limits
 	err := row.Scan(&l.OrganizationID, &l.ProjectID, &l.TokenBudget, &l.BudgetPeriod,
-		&l.RequestsPerMinute, &l.TokensPerMinute, &l.UpdatedBy, &l.UpdatedAt)
+		&l.RequestsPerMinute, &l.TokensPerMinute, &l.UpdatedBy, &l.UpdatedAt, &l.BudgetUnit)
 	return l, err
 }

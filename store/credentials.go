@@ -133,6 +133,8 @@ type LLMScope struct {
 	ProjectKey      string // empty for an organization-level call
 	Credentials     []Credential
 	Limits          Limits
+	// Models is the allow-lists of models in force (model_allowlists.go).
+	Models ModelRule
 }
 
 // ResolveLLMScope loads the LLM scope of a project of an organization, or
@@ -160,6 +162,9 @@ ORDER BY project_id IS NULL, provider`, organizationID, projectID)
 		return LLMScope{}, fmt.Errorf("store: resolve llm scope: %w", err)
 	}
 	if s.Limits, err = db.EffectiveLimits(ctx, organizationID, projectID); err != nil {
+		return LLMScope{}, fmt.Errorf("store: resolve llm scope: %w", err)
+	}
+	if s.Models, err = db.EffectiveModelRule(ctx, organizationID, projectID); err != nil {
 		return LLMScope{}, fmt.Errorf("store: resolve llm scope: %w", err)
 	}
 	return s, nil

@@ -92,6 +92,10 @@ func TestRollupUsageKeepsTotals(t *testing.T) {
 		if i%7 == 0 {
 			u.ProjectID = "" // the organization's own call
 		}
+		if i%5 != 0 { // the others unpriced
+			cost := int64(100 * i)
+			u.CostMicroUSD = &cost
+		}
 		rows = append(rows, u)
 	}
 	if _, err := db.InsertUsage(ctx, rows); err != nil {
@@ -108,9 +112,23 @@ func TestRollupUsageKeepsTotals(t *testing.T) {
 				out[fmt.Sprintf("%s since %s", g, since.Format(time.DateOnly))] = r
 			}
 		}
+		for _, g := range []store.UsageGroup{store.UsageByProject, store.UsageByModel, store.UsageByDay} {
+			r, err := db.OrganizationUsageReport(ctx, org, g, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out["organization by "+string(g)] = r
+		}
 		return out
 	}
 	before := report()
+	var cost, unpriced int64
+	for _, g := range before["organization by project"] {
+		cost, unpriced = cost+g.CostMicroUSD, unpriced+g.Unpriced
+	}
+	if cost == 0 || unpriced != 8 {
+		t.Fatalf("before the rollup: cost %d, unpriced %d; want some cost and 8 unpriced", cost, unpriced)
+	}
 	// Two cutoffs, the second after more rows of a rolled-up day arrived
 	// late: the day's totals add up.
 	for _, cutoff := range []time.Time{day.Add(72 * time.Hour), day.Add(72 * time.Hour), day.Add(120 * time.Hour)} {

@@ -22,20 +22,20 @@ const (
 	usageIncomingDDL = `CREATE TEMP TABLE IF NOT EXISTS usage_incoming (
     ord int, request_id text, org text, project text, session text, caller text, acting_for text,
     provider text, model text, status int, input bigint, output bigint, cache_read bigint,
-    cache_write bigint, estimated bool, duration int, created timestamptz
+    cache_write bigint, estimated bool, duration int, created timestamptz, cost bigint
 ) ON COMMIT DELETE ROWS`
 
 	usageCopySQL = `COPY usage_incoming (ord, request_id, org, project, session, caller, acting_for,
-    provider, model, status, input, output, cache_read, cache_write, estimated, duration, created) FROM STDIN`
+    provider, model, status, input, output, cache_read, cache_write, estimated, duration, created, cost) FROM STDIN`
 
 	usageMoveSQL = `
 INSERT INTO usage (request_id, organization_id, project_id, session_id, caller, acting_for,
                    provider, model, status, input_tokens, output_tokens, cache_read_tokens,
-                   cache_write_tokens, estimated, duration_ms, created_at)
+                   cache_write_tokens, estimated, duration_ms, created_at, cost_micro_usd)
 SELECT u.request_id, u.org::uuid, NULLIF(u.project, '')::uuid, NULLIF(u.session, '')::uuid,
        u.caller, NULLIF(u.acting_for, ''), u.provider, u.model, u.status,
        GREATEST(u.input, 0), GREATEST(u.output, 0), GREATEST(u.cache_read, 0), GREATEST(u.cache_write, 0),
-       u.estimated, u.duration, u.created
+       u.estimated, u.duration, u.created, CASE WHEN u.cost >= 0 THEN u.cost END
 FROM usage_incoming u
 WHERE EXISTS (SELECT 1 FROM organizations o WHERE o.id = u.org::uuid)
   AND (u.project = '' OR EXISTS (SELECT 1 FROM projects p WHERE p.id = NULLIF(u.project, '')::uuid))
@@ -129,6 +129,11 @@ func appendUsageCopyRow(buf *bytes.Buffer, ord int, u *Usage, now time.Time) {
 	}
 	// Microseconds, cut as pgx cuts a time.Time for a timestamptz.
 	b = created.UTC().AppendFormat(append(b, '\t'), "2006-01-02 15:04:05.999999Z07:00")
+	if u.CostMicroUSD == nil {
+		b = append(b, "\t\\N"...)
+	} else {
+		b = strconv.AppendInt(append(b, '\t'), *u.CostMicroUSD, 10)
+	}
 	buf.Write(append(b, '\n'))
 }
 

@@ -306,6 +306,8 @@ func setFromString(v reflect.Value, s string) error {
 			}
 		}
 		v.Set(reflect.ValueOf(parts))
+	case reflect.Map:
+		return errors.New("a table: set it in the configuration file")
 	default:
 		return fmt.Errorf("unsupported type %s", v.Type())
 	}
@@ -321,6 +323,8 @@ func (c Config) Printable() (string, error) {
 			v.SetString(mask(v.String()))
 		case v.Kind() == reflect.Slice && v.IsNil():
 			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+		case v.Kind() == reflect.Map && v.IsNil(): // printed as an empty table
+			v.Set(reflect.MakeMap(v.Type()))
 		}
 	}
 	var b strings.Builder
