@@ -2,9 +2,11 @@ package api
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -73,7 +75,14 @@ func (s *Server) sendMessage(c *fiber.Ctx) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, err := s.planner.Submit(c.UserContext(), caller(c), store.SendRequest{Session: c.Params("session"),
+	// The client's traceparent and tracestate, when it sent them and
+	// tracing is on, make the turn's spans part of its trace.
+	ctx := c.UserContext()
+	if tracing.On() {
+		// fasthttp reuses the header's bytes: the getter copies them.
+		ctx = tracing.FromHeaders(ctx, func(k string) string { return strings.Clone(c.Get(k)) })
+	}
+	res, err := s.planner.Submit(ctx, caller(c), store.SendRequest{Session: c.Params("session"),
 		Text: req.Text, Turn: req.Turn, Priority: req.Priority})
 	if err != nil {
 		return err

@@ -78,6 +78,10 @@ type rpcSendParams struct {
 	Turn    string `json:"turn,omitempty"`
 	// Priority is interactive (the default) or batch.
 	Priority string `json:"priority,omitempty"`
+	// Traceparent and Tracestate are the client's W3C trace context: the
+	// turn's spans join the client's trace (ours; a new trace without).
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 type rpcCancelParams struct {
@@ -162,7 +166,11 @@ func (c *rpcConn) plannerCall(ctx context.Context, req rpcRequest) (any, error) 
 		return nil, err
 	}
 	if req.Method == methodSend {
-		return c.srv.planner.Submit(ctx, store.HumanCaller(p), store.SendRequest{Session: session, Text: send.Text,
+		tctx, err := clientTrace(ctx, send.Traceparent, send.Tracestate)
+		if err != nil {
+			return nil, err
+		}
+		return c.srv.planner.Submit(tctx, store.HumanCaller(p), store.SendRequest{Session: session, Text: send.Text,
 			Turn: send.Turn, Priority: send.Priority})
 	}
 	if _, err := c.srv.planner.Cancel(ctx, store.HumanCaller(p), session, cancel.Turn); err != nil {

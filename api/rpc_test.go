@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -112,6 +113,19 @@ func TestRPCConformance(t *testing.T) {
 					t.Fatalf("turn %v", r["turn"])
 				}
 			}},
+		{name: "send with trace context", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "hello",
+			"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "vendor=abc"}), check: keys("seq", "turn", "position")},
+		{name: "send bad traceparent", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "x", "traceparent": "00-xyz-01"}),
+			code: api.RPCInvalidParams, msg: "field traceparent: must be a W3C traceparent 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"},
+		{name: "send zero trace id", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "x",
+			"traceparent": "00-00000000000000000000000000000000-00f067aa0ba902b7-01"}), code: api.RPCInvalidParams, msg: "ids not all zero"},
+		{name: "send zero parent id", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "x",
+			"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"}), code: api.RPCInvalidParams, msg: "ids not all zero"},
+		{name: "send tracestate alone", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "x", "tracestate": "a=b"}),
+			code: api.RPCInvalidParams, msg: "field tracestate: given without traceparent"},
+		{name: "send long tracestate", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "x",
+			"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "a=" + strings.Repeat("b", 511)}),
+			code: api.RPCInvalidParams, msg: "field tracestate: at most 512 bytes, got 513"},
 		{name: "send no session", as: "engineer", method: "planner.send", params: map[string]any{"text": "hi"}, code: api.RPCInvalidParams, msg: "session: required"},
 		{name: "send unknown session", as: "engineer", method: "planner.send", params: map[string]any{"session": "00000000-0000-0000-0000-000000000000", "text": "hi"}, code: api.RPCNotFound},
 		{name: "send blank", as: "engineer", method: "planner.send", params: sess(map[string]any{"text": "  "}), code: api.RPCInvalidParams, msg: "text: must not be blank"},

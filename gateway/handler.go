@@ -8,7 +8,11 @@ import (
 	"strings"
 	"time"
 
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -32,16 +36,21 @@ type messageCall struct {
 // shallow stack: the handler's goroutine keeps a stack size it does not
 // grow again on every call.
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+	r, span := startMessages(r)
 	mc := s.admitMessage(w, r)
 	if mc == nil {
+		endMessages(span, nil, 0)
 		return
 	}
 	status, answered := s.answerMessage(r.Context(), w, mc)
 	s.settleMessage(r.Context(), mc, status, answered)
+	endMessages(span, mc, status)
 }
 
 // settleMessage finishes an answered or failed call with its metered usage.
 func (s *Server) settleMessage(ctx context.Context, mc *messageCall, status int, answered bool) {
+	ctx, span := tracing.StartSpan(ctx, tracer, "gateway.meter", trace.SpanKindInternal)
+	defer span.End()
 	var u llm.Usage
 	estimated := false
 	if answered {
@@ -99,7 +108,12 @@ func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCa
 	// the body's size, must fit in what remains of a budget; its output,
 	// max_tokens at most, may pass it. The call settles on its usage.
 	input := inputTokenBound(len(raw))
-	res, ref := s.reserve(ctx, sc, head.Model, input, head.MaxTokens, true)
+	rctx, span := tracing.StartSpan(ctx, tracer, "gateway.reserve", trace.SpanKindInternal)
+	res, ref := s.reserve(rctx, sc, head.Model, input, head.MaxTokens, true)
+	if span.IsRecording() && ref != nil {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(ref.status))
+	}
+	span.End()
 	if ref != nil {
 		anthropicForm.write(w, ref)
 		if ref.status != http.StatusServiceUnavailable {
@@ -140,7 +154,10 @@ func (s *Server) answerMessage(ctx context.Context, w http.ResponseWriter, mc *m
 	case ans.src != nil:
 		// Without limits to settle in Redis the call ends at once after the
 		// relay: its last events may go out with the end of the answer.
-		return s.relay(ctx, w, mc.provider, ans, &mc.meter, !mc.res.charged()), true
+		rctx, span := tracing.StartSpan(ctx, tracer, "gateway.relay", trace.SpanKindInternal)
+		status := s.relay(rctx, w, mc.provider, ans, &mc.meter, !mc.res.charged())
+		span.End()
+		return status, true
 	default:
 		mc.meter.observeMessage(ans.body)
 		w.Header().Set("Content-Type", "application/json")

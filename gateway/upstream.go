@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
 	"github.com/balletplanner/ballet/gateway/internal/sse"
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 )
 
 // call is one model call on its way upstream.
@@ -146,6 +148,13 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 	if err := s.upstreams.CheckURL(req.URL); err != nil {
 		return nil, false, 0, &gatewayError{http.StatusForbidden, llm.ErrPermission, fmt.Errorf("upstream %s is not allowed: %s", c.provider, UpstreamRule)}
 	}
+	span := startUpstream(ctx, req, c.provider)
+	defer func() {
+		if span.IsRecording() && a != nil && a.status != 0 {
+			span.SetAttributes(semconv.HTTPResponseStatusCode(a.status))
+		}
+		tracing.EndSpan(span, err)
+	}()
 	start := time.Now()
 	resp, err := s.roundTrip(req)
 	if err != nil {

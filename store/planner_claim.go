@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -64,6 +65,19 @@ type Claim struct {
 	// History is what the claimed turn sees, read under the claim's lock
 	// (ClaimRun only): LoadHistory's answer at the claim.
 	History *History
+	// Trace is the turn's trace context and its previous attempt's, for
+	// the spans of the attempt (nil while tracing is off).
+	Trace ClaimTrace
+}
+
+// ClaimTrace is what a claim reads of a turn's trace: the send's trace
+// context, the span context of the attempt before this one (set when it
+// started), and when the turn began to wait for a worker: when it was
+// enqueued, else when it became ready to run (the head of its session).
+type ClaimTrace struct {
+	Context     map[string]string
+	LastAttempt map[string]string
+	WaitingFrom time.Time
 }
 
 // ClaimTurn takes the session's turn lease for turnID, in arrival order:
@@ -85,9 +99,10 @@ func (db *DB) ClaimTurn(ctx context.Context, turnID, owner string, lease time.Du
 			return notFound(err, "turn %q", turnID)
 		})
 		b.Queue(`SELECT `+turnColumns+`, EXISTS (SELECT 1 FROM planner_turns e
-			WHERE e.session_id = t.session_id AND e.position < t.position AND e.finished_at IS NULL)
+			WHERE e.session_id = t.session_id AND e.position < t.position AND e.finished_at IS NULL),
+			trace_context, attempt_trace_context, COALESCE(enqueued_at, ready_at, created_at)
 			FROM planner_turns t WHERE id = $1`, turnID).QueryRow(func(row pgx.Row) (err error) {
-			t, err = scanTurn(row, &earlier)
+			t, err = scanTurn(row, &earlier, &c.Trace.Context, &c.Trace.LastAttempt, &c.Trace.WaitingFrom)
 			return err
 		})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -251,4 +266,29 @@ func (db *DB) HandBack(ctx context.Context, f Fence) error {
 		return fmt.Errorf("store: hand back lease: %w", err)
 	}
 	return nil
+}
+
+// SetAttemptTrace keeps the span context of the attempt holding f, so that
+// an attempt resuming the turn links to it. A fence that lost the lease
+// writes nothing.
+func (db *DB) SetAttemptTrace(ctx context.Context, f Fence, trace map[string]string) error {
+	_, err := db.pool.Exec(ctx, `UPDATE planner_turns t SET attempt_trace_context = NULLIF($3, '')::jsonb
+		FROM planner_sessions s WHERE t.id = $1 AND s.id = t.session_id AND s.lease_token = $2`,
+		f.Turn, f.Token, traceJSON(trace))
+	if err != nil {
+		return fmt.Errorf("store: set attempt trace: %w", err)
+	}
+	return nil
+}
+
+// traceJSON is a trace context as a jsonb parameter; "" (NULL) for none.
+func traceJSON(trace map[string]string) string {
+	if len(trace) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(trace)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

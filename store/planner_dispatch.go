@@ -69,13 +69,16 @@ type DispatchTurn struct {
 	ReadyAt    time.Time
 	// RequestID is the api request that sent the turn, for its task.
 	RequestID string
+	// TraceContext is the trace of the send, for its task.
+	TraceContext map[string]string
 }
 
 // UnclaimedTurn is a turn the dispatcher enqueued that no worker claimed.
 type UnclaimedTurn struct {
-	Session   string
-	Turn      string
-	RequestID string
+	Session      string
+	Turn         string
+	RequestID    string
+	TraceContext map[string]string
 }
 
 // SchedulingSettings are one organization's or project's weight and caps as
@@ -149,7 +152,8 @@ func (c *DispatchConn) TryLead(ctx context.Context) (bool, error) {
 // dispatchSnapshot reads every ready turn and every dispatched one that has
 // not ended, oldest ready first.
 const dispatchSnapshot = `SELECT t.id, t.session_id, p.organization_id, t.project_id, t.author,
-		t.priority = 'batch', t.enqueued_at IS NOT NULL, t.ready_at, COALESCE(t.request_id, '')
+		t.priority = 'batch', t.enqueued_at IS NOT NULL, t.ready_at, COALESCE(t.request_id, ''),
+		t.trace_context
 	FROM planner_turns t JOIN projects p ON p.id = t.project_id
 	WHERE t.finished_at IS NULL AND t.ready_at IS NOT NULL
 	ORDER BY t.ready_at, t.position, t.id`
@@ -169,7 +173,7 @@ func (c *DispatchConn) Snapshot(ctx context.Context) ([]DispatchTurn, error) {
 
 func scanDispatchTurn(row pgx.Row) (DispatchTurn, error) {
 	var t DispatchTurn
-	err := row.Scan(&t.ID, &t.Session, &t.Organization, &t.Project, &t.Human, &t.Batch, &t.Dispatched, &t.ReadyAt, &t.RequestID)
+	err := row.Scan(&t.ID, &t.Session, &t.Organization, &t.Project, &t.Human, &t.Batch, &t.Dispatched, &t.ReadyAt, &t.RequestID, &t.TraceContext)
 	return t, err
 }
 
@@ -187,20 +191,23 @@ func (c *DispatchConn) Slots(ctx context.Context) (int, error) {
 // queued, unclaimed by any worker: their tasks may not have reached the
 // queue, or a worker that took one died before claiming the turn.
 func (c *DispatchConn) Unclaimed(ctx context.Context, ids []string) ([]UnclaimedTurn, error) {
-	rows, err := c.conn.Query(ctx, `SELECT session_id, id, COALESCE(request_id, '') FROM planner_turns
+	rows, err := c.conn.Query(ctx, `SELECT session_id, id, COALESCE(request_id, ''), trace_context FROM planner_turns
 		WHERE id = ANY ($1::uuid[]) AND finished_at IS NULL AND status = 'queued'`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("store: unclaimed turns: %w", err)
 	}
-	out, err := collect(rows, func(row pgx.Row) (UnclaimedTurn, error) {
-		var u UnclaimedTurn
-		err := row.Scan(&u.Session, &u.Turn, &u.RequestID)
-		return u, err
-	})
+	out, err := collect(rows, scanUnclaimedTurn)
 	if err != nil {
 		return nil, fmt.Errorf("store: unclaimed turns: %w", err)
 	}
 	return out, nil
+}
+
+// scanUnclaimedTurn reads a row of Unclaimed.
+func scanUnclaimedTurn(row pgx.Row) (UnclaimedTurn, error) {
+	var u UnclaimedTurn
+	err := row.Scan(&u.Session, &u.Turn, &u.RequestID, &u.TraceContext)
+	return u, err
 }
 
 // ScopeSettings are an organization's or project's key with its weight and
@@ -265,4 +272,6 @@ type DispatchNote struct {
 	Dispatched bool `json:"d"`
 	// RequestID is the api request that sent the turn.
 	RequestID string `json:"q"`
+	// TraceContext is the trace of the send; nil without one.
+	TraceContext map[string]string `json:"x"`
 }

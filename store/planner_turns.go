@@ -167,13 +167,16 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 
 // SendRequest is one human message to send: the session, the text, an
 // optional client turn id and the turn's priority ("" is interactive).
-// RequestID is the api request that sent it, for the turn's task.
+// RequestID is the api request that sent it, for the turn's task;
+// TraceContext the trace of the send (W3C traceparent and tracestate), for
+// the spans of the processes that enqueue and run the turn.
 type SendRequest struct {
-	Session   string
-	Text      string
-	Turn      string
-	Priority  string
-	RequestID string
+	Session      string
+	Text         string
+	Turn         string
+	Priority     string
+	RequestID    string
+	TraceContext map[string]string
 }
 
 // Send is SendMessage with a priority and a request id.
@@ -279,14 +282,15 @@ func scanSendAllocation(row pgx.Row, sessionID string) (sendAllocation, error) {
 // inserted. That count is the queued output's position, and the statement's
 // result. A turn with nothing ahead is ready ($12: and dispatched, to be
 // enqueued right after commit; if that enqueue is lost, the sweeper finds
-// it by its age); $13 is its priority, $14 the request that sent it.
+// it by its age); $13 is its priority, $14 the request that sent it, $15
+// its trace context (JSON text, or "" for none).
 const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 		WHERE session_id = $2 AND finished_at IS NULL),
 	` + fairAhead + `,
 	turn AS (INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, ready_at, enqueued_at,
-			client_turn_id, priority, request_id)
+			client_turn_id, priority, request_id, trace_context)
 		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, CASE WHEN ahead.n = 0 AND $12 THEN now() END,
-			$7, $13, NULLIF($14, '') FROM ahead),
+			$7, $13, NULLIF($14, ''), NULLIF($15, '')::jsonb FROM ahead),
 	message AS (INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
 		VALUES ($2, $5, 'user', $8, $6, $1)),
 	fairn AS (SELECT CASE WHEN EXISTS (SELECT 1 FROM planner_turns t
@@ -369,7 +373,8 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		var ahead, fair int64
 		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued, Seq: seq}
 		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID,
-			[]Block{{Type: BlockText, Text: text}}, cursor, out, at, db.direct, req.Priority, req.RequestID).QueryRow(func(row pgx.Row) error {
+			[]Block{{Type: BlockText, Text: text}}, cursor, out, at, db.direct, req.Priority, req.RequestID,
+			traceJSON(req.TraceContext)).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&ahead, &fair)
 		})
 		if _, err := AppendEvent(ctx, batchQuerier{b}, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,

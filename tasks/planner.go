@@ -4,7 +4,11 @@ import (
 	"context"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -49,9 +53,22 @@ func (p *Planner) Send(ctx context.Context, caller store.Caller, session, text, 
 // or batch) under the request id ctx carries, publishes the queued output
 // and, when the turn was dispatched at once (scheduler.mode = "fifo"),
 // enqueues it; in fair mode the dispatcher enqueues it when a slot is its.
-func (p *Planner) Submit(ctx context.Context, caller store.Caller, req store.SendRequest) (store.SendResult, error) {
+//
+// It is the turn's first span, planner.send: a child of the client's trace
+// when ctx carries one, else the root of a new trace; the turn keeps its
+// trace context, so that every process that handles the turn adds to it.
+func (p *Planner) Submit(ctx context.Context, caller store.Caller, req store.SendRequest) (res store.SendResult, err error) {
+	ctx, span := tracing.StartSpan(ctx, tracer, "planner.send", trace.SpanKindServer)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("ballet.session", req.Session), attribute.String("ballet.turn", res.Turn),
+				attribute.Int64("ballet.position", res.Position), attribute.Bool("ballet.existing", res.Existing))
+		}
+		tracing.EndSpan(span, err)
+	}()
 	req.RequestID = llm.RequestID(ctx)
-	res, err := p.db.Send(ctx, caller, req, p.limits)
+	req.TraceContext = tracing.Inject(ctx)
+	res, err = p.db.Send(ctx, caller, req, p.limits)
 	if err != nil || res.Existing {
 		return res, err
 	}
@@ -62,12 +79,17 @@ func (p *Planner) Submit(ctx context.Context, caller store.Caller, req store.Sen
 	return res, nil
 }
 
+// tracer makes the spans of the tasks package.
+var tracer = tracing.Tracer("github.com/balletplanner/ballet/tasks")
+
 // Enqueue puts the task of a turn already marked enqueued in the queue
 // (task id = turn id). A failure is logged: the sweeper finds the turn by its
 // age and enqueues it again. The task carries no request id: the request
 // that sent the turn is not the one (or the turn) that enqueues it now.
 func (p *Planner) Enqueue(ctx context.Context, session, turn string) {
-	p.enqueue(llm.WithRequestID(ctx, ""), session, turn)
+	// Nor the trace of ctx (another turn's): the worker takes the turn's
+	// own from Postgres.
+	p.enqueue(tracing.Detach(llm.WithRequestID(ctx, "")), session, turn)
 }
 
 // enqueue is Enqueue with the request id ctx carries, for a send.
@@ -80,8 +102,19 @@ func (p *Planner) enqueue(ctx context.Context, session, turn string) {
 
 // Cancel cancels one turn of a session, or all of its open turns: queued
 // ones end at once; running ones are flagged and their workers nudged.
-func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn string) (store.CancelResult, error) {
-	res, err := p.db.CancelTurns(ctx, caller, session, turn)
+//
+// It is a planner.cancel span of the caller's trace (the cancelled turns'
+// attempts end with ballet.done_reason=cancelled in theirs).
+func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn string) (res store.CancelResult, err error) {
+	ctx, span := tracing.StartSpan(ctx, tracer, "planner.cancel", trace.SpanKindServer)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("ballet.session", session), attribute.String("ballet.turn", turn),
+				attribute.StringSlice("ballet.dequeued", res.Dequeued), attribute.StringSlice("ballet.stopping", res.Running))
+		}
+		tracing.EndSpan(span, err)
+	}()
+	res, err = p.db.CancelTurns(ctx, caller, session, turn)
 	if err != nil {
 		return res, err
 	}

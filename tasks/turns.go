@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -28,6 +29,24 @@ type TurnPayload struct {
 	// request_id), for the turn's log lines and gateway calls; "" for a
 	// turn enqueued otherwise (the session's next turn, the sweeper).
 	RequestID string `json:"request_id,omitempty"`
+	// Traceparent and Tracestate are the trace of the send (W3C) when the
+	// process that enqueued the task traces; the worker prefers the one
+	// stored with the turn, which tasks enqueued without it (the
+	// sweeper's) find there too.
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
+}
+
+// TraceContext is the payload's trace context; nil without one.
+func (p TurnPayload) TraceContext() tracing.Carrier {
+	if p.Traceparent == "" {
+		return nil
+	}
+	c := tracing.Carrier{"traceparent": p.Traceparent}
+	if p.Tracestate != "" {
+		c["tracestate"] = p.Tracestate
+	}
+	return c
 }
 
 // Names derives queue and channel names from the Redis namespace, so that
@@ -184,7 +203,11 @@ func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) 
 }
 
 func (q *Queue) enqueue(ctx context.Context, session, turn, taskID string) error {
-	payload, err := TurnPayload{Session: session, Turn: turn, RequestID: llm.RequestID(ctx)}.Marshal()
+	p := TurnPayload{Session: session, Turn: turn, RequestID: llm.RequestID(ctx)}
+	if c := tracing.Inject(ctx); c != nil {
+		p.Traceparent, p.Tracestate = c["traceparent"], c["tracestate"]
+	}
+	payload, err := p.Marshal()
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ type turnStore interface {
 	RenewLease(ctx context.Context, f store.Fence, lease time.Duration) error
 	HandBack(ctx context.Context, f store.Fence) error
 	FinishTurn(ctx context.Context, f store.Fence, o store.TurnOutcome, last *store.Message) ([]store.Output, string, error)
+	SetAttemptTrace(ctx context.Context, f store.Fence, trace map[string]string) error
 }
 
 // errLeaseLost ends a turn's context when another worker may hold its lease.

@@ -4,7 +4,11 @@ import (
 	"context"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -63,9 +67,14 @@ func (a *attempt) shouldCompact(h store.History) bool {
 // compact summarizes everything before the current turn (the earlier
 // summary included), stores the summary on the session and reloads the
 // history. A failure is logged and the turn goes on uncompacted.
-func (a *attempt) compact(ctx context.Context, h store.History) (store.History, error) {
+func (a *attempt) compact(ctx context.Context, h store.History) (_ store.History, err error) {
 	a.compactedOnce = true
 	est := estimate(a.system, h)
+	ctx, span := tracing.StartSpan(ctx, tracer, "planner.compact", trace.SpanKindInternal)
+	defer func() { tracing.EndSpan(span, err) }()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("ballet.estimated_tokens", est))
+	}
 	var earlier []store.Message
 	for _, m := range h.Messages {
 		if m.Turn == a.fence.Turn {

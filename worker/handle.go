@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -21,7 +23,7 @@ var errTimedOut = errors.New("turn timed out")
 // handle runs one turn task: claim the session's lease (claim.go), run or
 // resume the turn from what is stored (loop.go), end it with exactly one
 // done.
-func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
+func (w *Worker) handle(ctx context.Context, task *asynq.Task) (err error) {
 	p, err := tasks.ParseTurnPayload(task.Payload())
 	if err != nil {
 		w.log.ErrorContext(ctx, "bad turn task payload", slog.Any("error", err))
@@ -40,19 +42,27 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) error {
 	// the claim read the turn's cancel flag still finds it (cancel.go).
 	wctx, cancel, unwatch := w.watch(ctx, p.Turn)
 	defer unwatch()
+	claimStart := time.Now()
 	claim, ok, err := w.claim(ctx, p, attrs)
 	if !ok {
 		return err
+	}
+	// The attempt's span (trace.go), in the contexts of everything it runs.
+	ctx, span := w.startAttempt(ctx, p, claim, claimStart)
+	var a *attempt
+	defer func() { endAttempt(span, a, err) }()
+	if tracing.On() {
+		wctx = trace.ContextWithSpan(wctx, span)
 	}
 	hooksFor(p.Session).afterClaim(wctx, p.Turn)
 	log := w.log.With(append(attrs, slog.Int64("fence", claim.Fence.Token))...)
 	tctx, release := w.hold(wctx, cancel, claim.Fence)
 	defer release()
-	a, err := w.run(ctx, tctx, claim, log)
+	a, err = w.run(ctx, tctx, claim, log)
 	if a == nil {
 		return err
 	}
-	if err := w.finish(ctx, a); err != nil {
+	if err = w.finish(ctx, a); err != nil {
 		return err
 	}
 	w.keepOutcome(ctx, task, a.outcome, log)
@@ -145,7 +155,9 @@ func (w *Worker) finish(ctx context.Context, a *attempt) error {
 // publishFinish publishes a turn's last outputs and enqueues the session's
 // next turn.
 func (w *Worker) publishFinish(ctx context.Context, session string, outs []store.Output, next string) {
-	w.d.Publisher.Publish(ctx, outs...)
+	pctx, span := startPublish(ctx, outs)
+	w.d.Publisher.Publish(pctx, outs...)
+	span.End()
 	if next != "" {
 		w.planners.Enqueue(ctx, session, next)
 	}

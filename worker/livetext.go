@@ -49,5 +49,7 @@ func (l *liveText) add(ctx context.Context, delta string) {
 
 // publish publishes outputs the attempt stored under its lease.
 func (a *attempt) publish(ctx context.Context, outs ...store.Output) {
+	ctx, span := startPublish(ctx, outs)
 	a.w.d.Publisher.PublishFenced(ctx, tasks.LiveAttempt(a.fence.Token, 0), outs...)
+	span.End()
 }

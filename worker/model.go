@@ -24,7 +24,11 @@ type GatewayModel struct {
 }
 
 // Call streams one answer, calling onText (when not nil) for each text piece.
-func (g GatewayModel) Call(ctx context.Context, who llm.Principal, req llm.MessageRequest, onText func(string)) (*llm.MessageResponse, error) {
+// Each call is a chat span; the client carries its trace context to the
+// gateway.
+func (g GatewayModel) Call(ctx context.Context, who llm.Principal, req llm.MessageRequest, onText func(string)) (resp *llm.MessageResponse, err error) {
+	ctx, span := startChat(ctx, req)
+	defer func() { endChat(span, resp, err) }()
 	s, err := g.Client.Stream(ctx, who, req)
 	if err != nil {
 		return nil, err

@@ -53,11 +53,15 @@ func (a *attempt) runTools(ctx context.Context, calls []store.Block) error {
 // in the transaction of its effect (tools.Env.Record), so a call claimed by
 // an attempt that died without a result had no effect, and runs again. The
 // call is authorized against the human's bindings as they are now.
-func (a *attempt) runTool(ctx context.Context, c store.Block) (store.ToolCall, error) {
-	tc, _, err := a.w.toolCalls.ClaimToolCall(ctx, a.fence, c.ToolUseID, c.Name, c.Input)
+func (a *attempt) runTool(ctx context.Context, c store.Block) (tc store.ToolCall, err error) {
+	ctx, span := startTool(ctx, c)
+	ran := false
+	defer func() { endTool(span, tc, ran, err) }()
+	tc, _, err = a.w.toolCalls.ClaimToolCall(ctx, a.fence, c.ToolUseID, c.Name, c.Input)
 	if err != nil || tc.Done {
 		return tc, err
 	}
+	ran = true
 	a.human = nil
 	caller, err := a.caller(ctx)
 	if err != nil {
@@ -94,7 +98,8 @@ func (a *attempt) runTool(ctx context.Context, c store.Block) (store.ToolCall, e
 		res.Text = `{"error":"cancelled while running; the call did not complete"}`
 	}
 	tc.Result, tc.IsError = res.Text, res.IsError
-	tc, outs, err := a.w.toolCalls.CompleteToolCall(context.WithoutCancel(ctx), a.fence, tc)
+	var outs []store.Output
+	tc, outs, err = a.w.toolCalls.CompleteToolCall(context.WithoutCancel(ctx), a.fence, tc)
 	if err != nil {
 		return tc, err
 	}

@@ -6,12 +6,14 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -27,6 +29,9 @@ type runtime struct {
 	q   *tasks.Queue // built once, shared by the api and the worker
 	// ready is the process's readiness, shared by its ops listeners.
 	ready *api.Readiness
+	// tracing exports the process's spans when OTEL_* say where; off
+	// otherwise.
+	tracing *tracing.Tracing
 }
 
 // readiness is the process's readiness checks, built once.
@@ -47,19 +52,31 @@ type service interface {
 // registers the build info. It fails with a clear message, never a panic,
 // when either is unreachable.
 func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error) {
-	log := newLogger(cfg.Log, os.Stderr).With(slog.String("service", serviceName))
+	tr, err := tracing.Start(ctx, serviceName)
+	if err != nil {
+		return nil, err
+	}
+	log := newLogger(cfg.Log, os.Stderr)
+	if tr.Enabled() {
+		log = slog.New(tracing.NewLogHandler(log.Handler()))
+		log.InfoContext(ctx, "tracing: exporting spans over OTLP", slog.String("protocol", tr.Settings().Protocol),
+			slog.String("endpoint", tr.Settings().Endpoint))
+	}
+	log = log.With(slog.String("service", serviceName))
 	slog.SetDefault(log)
 	setMemoryLimit(log, memlimit.FromCgroup)
 	redis.SetLogger(redisLogger{log.With(slog.String("component", "go-redis"))})
 	cfg.Database.ApplicationName = "ballet-" + serviceName
 	db, err := store.Open(ctx, cfg.Database)
 	if err != nil {
+		stopTracing(tr, log)
 		return nil, err
 	}
 	if cfg.Database.Migrate {
 		n, err := db.Migrate(ctx)
 		if err != nil {
 			db.Close()
+			stopTracing(tr, log)
 			return nil, err
 		}
 		log.InfoContext(ctx, "migrations applied", slog.Int("count", n))
@@ -67,6 +84,7 @@ func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error
 	rdb, err := tasks.NewRedisClient(cfg.Redis)
 	if err != nil {
 		db.Close()
+		stopTracing(tr, log)
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Redis.DialTimeout)
@@ -74,6 +92,7 @@ func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error
 	if err := tasks.Ping(pctx, rdb, cfg.Redis); err != nil {
 		db.Close()
 		_ = rdb.Close()
+		stopTracing(tr, log)
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
@@ -83,12 +102,20 @@ func setup(ctx context.Context, cfg Config, serviceName string) (*runtime, error
 	}, []string{"service", "version"})
 	buildInfo.WithLabelValues(serviceName, version).Set(1)
 	reg.MustRegister(buildInfo)
-	return &runtime{cfg: cfg, log: log, db: db, rdb: rdb, reg: reg}, nil
+	return &runtime{cfg: cfg, log: log, db: db, rdb: rdb, reg: reg, tracing: tr}, nil
 }
 
 func (rt *runtime) close() {
 	_ = rt.rdb.Close()
 	rt.db.Close()
+	stopTracing(rt.tracing, rt.log)
+}
+
+// stopTracing exports the spans still buffered, for up to 5 s.
+func stopTracing(tr *tracing.Tracing, log *slog.Logger) {
+	if err := tr.Stop(5 * time.Second); err != nil {
+		log.Warn("tracing: spans lost at shutdown", slog.Any("error", err))
+	}
 }
 
 // run starts the services in order, waits for ctx (SIGTERM or SIGINT), then

@@ -112,13 +112,15 @@ func searchBackfill(ctx context.Context, rt *runtime, et *tasks.EmbedTasks, out 
 	return printCounts(ctx, rt, out)
 }
 
-// embedIdle reports that the backfill task ran, no scope is dirty and the
-// embed queue holds no task that can still run.
+// embedIdle reports that the backfill task ran (it is gone, or kept as
+// completed: worker.completed_retention), no scope is dirty and the embed
+// queue holds no task that can still run.
 func embedIdle(ctx context.Context, rt *runtime, et *tasks.EmbedTasks) (bool, error) {
-	_, err := rt.queue().Inspector().GetTaskInfo(et.Names().EmbedQueue(), tasks.BackfillTaskID(rt.cfg.Search.EmbeddingsModel))
+	info0, err := rt.queue().Inspector().GetTaskInfo(et.Names().EmbedQueue(), tasks.BackfillTaskID(rt.cfg.Search.EmbeddingsModel))
 	switch {
-	case err == nil:
+	case err == nil && info0.State != asynq.TaskStateCompleted: // a completed one is kept for the dashboard
 		return false, nil
+	case err == nil:
 	case !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound):
 		return false, fmt.Errorf("search backfill: look up the backfill task: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/internal/tracing"
 )
 
 // eventOptions decode a stream event as leniently as encoding/json did.
@@ -111,6 +112,8 @@ func (c *Client) postEncoded(ctx context.Context, p Principal, path string, enco
 	if id := RequestID(ctx); id != "" {
 		hr.Header.Set(RequestIDHeader, id)
 	}
+	// The caller's trace goes on in the gateway (traceparent, tracestate).
+	tracing.InjectHeaders(ctx, hr.Header)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: call: %w", err)

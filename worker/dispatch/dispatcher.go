@@ -345,7 +345,8 @@ func (s *session) apply(ctx context.Context, notes []store.DispatchNote, now tim
 				fresh = true
 			}
 			s.tree.add(store.DispatchTurn{ID: n.Turn, Session: n.Session, Organization: n.Organization,
-				Project: n.Project, Human: n.Human, Batch: n.Batch, Dispatched: n.Dispatched, ReadyAt: now, RequestID: n.RequestID}, now)
+				Project: n.Project, Human: n.Human, Batch: n.Batch, Dispatched: n.Dispatched, ReadyAt: now, RequestID: n.RequestID,
+				TraceContext: n.TraceContext}, now)
 		case "e":
 			s.tree.remove(n.Turn, now)
 		case "w":

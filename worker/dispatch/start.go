@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -68,7 +69,7 @@ func (s *session) dispatch(ctx context.Context) error {
 		}
 		t := it.turn
 		var err error
-		s.d.thread.enqueue(func() { err = s.d.queue.Enqueue(llm.WithRequestID(ctx, t.RequestID), t.Session, t.ID, t.ID) })
+		s.d.thread.enqueue(func() { err = s.d.queue.Enqueue(turnContext(ctx, t.RequestID, t.TraceContext), t.Session, t.ID, t.ID) })
 		if err != nil {
 			// Redis refused: the turn waits ready again, and the next
 			// step tries again.
@@ -113,7 +114,7 @@ func (s *session) confirm(ctx context.Context, now time.Time) error {
 			continue
 		}
 		it.dispatchedAt = now
-		task, res, err := s.d.queue.EnqueueFresh(llm.WithRequestID(ctx, u.RequestID), u.Session, u.Turn, u.Turn)
+		task, res, err := s.d.queue.EnqueueFresh(turnContext(ctx, u.RequestID, u.TraceContext), u.Session, u.Turn, u.Turn)
 		switch {
 		case err != nil:
 			s.d.log.WarnContext(ctx, "dispatcher: enqueue unclaimed turn; trying again", slog.String("turn", id), slog.Any("error", err))
@@ -126,4 +127,10 @@ func (s *session) confirm(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// turnContext is ctx carrying what a turn's task carries of the send that
+// stored it: its request id and its trace context.
+func turnContext(ctx context.Context, requestID string, trace map[string]string) context.Context {
+	return tracing.Extract(llm.WithRequestID(ctx, requestID), trace)
 }
