@@ -16,7 +16,7 @@ BALLET_DATABASE_URL, worker.concurrency BALLET_WORKER_CONCURRENCY. An
 unknown key or BALLET_* variable is an error. Run 'ballet config print' (with
 the same file and environment) to see every key and its effective value.
 
-Metrics and /readyz are served on metrics.addr (default 127.0.0.1:9090).
+Metrics and /readyz are served on metrics.addr (default 127.0.0.1:8083).
 Stops gracefully on SIGTERM or SIGINT within server.shutdown_timeout.`
 
 // newServerCmd is serve, api, worker or gateway: a process that runs until

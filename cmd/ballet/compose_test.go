@@ -206,7 +206,8 @@ func checkCompose(t *testing.T, f composeFile, key string) {
 // TestDockerCompose checks docker-compose.yml, decoded strictly (an unknown
 // key fails): migrate runs once before everything else, demo prints a token,
 // ports listen on 127.0.0.1, one Postgres password, Redis data in a volume,
-// healthchecks by `ballet healthcheck`, and no built-in signing key.
+// healthchecks by `ballet healthcheck`, no built-in signing key, and no
+// variable that every command requires.
 func TestDockerCompose(t *testing.T) {
 	t.Parallel()
 	raw := readRepoFile(t, "docker-compose.yml")
@@ -217,12 +218,19 @@ func TestDockerCompose(t *testing.T) {
 	}
 	checkCompose(t, loadCompose(t, []byte(text), true), key)
 
-	if _, err := interpolate(string(raw), nil); err == nil || !strings.Contains(err.Error(), "BALLET_GATEWAY_SIGNING_KEY: ") ||
-		!strings.Contains(err.Error(), "openssl rand -base64 32") {
-		t.Errorf("without BALLET_GATEWAY_SIGNING_KEY: %v; want it required, saying how to make one", err)
+	// Without the key the file still loads (`docker compose logs` and
+	// `down` load it too), giving the key as empty: the worker and the
+	// gateway refuse that (TestComposeWithoutSigningKey).
+	if text, err := interpolate(string(raw), nil); err != nil {
+		t.Errorf("without BALLET_GATEWAY_SIGNING_KEY: %v; want the file to load", err)
+	} else {
+		checkCompose(t, loadCompose(t, []byte(text), true), "")
 	}
 	for _, m := range composeVar.FindAllStringSubmatch(string(raw), -1) {
-		if strings.HasSuffix(m[1], "_KEY") && m[2] != "" && !strings.HasSuffix(m[2], "?") {
+		if strings.HasSuffix(m[2], "?") {
+			t.Errorf("${%s%s%s} makes every docker compose command fail without %s", m[1], m[2], m[3], m[1])
+		}
+		if strings.HasSuffix(m[1], "_KEY") && strings.HasSuffix(m[2], "-") {
 			if err := gateway.RefusePlaceholder(m[1], m[3]); err != nil || (m[1] == "BALLET_GATEWAY_SIGNING_KEY" && m[3] != "") {
 				t.Errorf("%s defaults to %q: a key must be given, not built in", m[1], m[3])
 			}
@@ -253,8 +261,9 @@ func composeLoader() []string {
 }
 
 // TestDockerComposeLoader runs the machine's Compose loader (`config`) on
-// docker-compose.yml and checks what it resolved; without a signing key it
-// must refuse, saying how to make one.
+// docker-compose.yml and checks what it resolved, with the signing key and
+// without it: `logs`, `ps` and `down` load the file the same way, and must
+// not need the key that only the worker and the gateway use.
 func TestDockerComposeLoader(t *testing.T) {
 	t.Parallel()
 	loader := composeLoader()
@@ -280,7 +289,27 @@ func TestDockerComposeLoader(t *testing.T) {
 		t.Fatalf("%v config: %v\n%s", loader, err, stderr)
 	}
 	checkCompose(t, loadCompose(t, []byte(out), false), key)
-	if _, stderr, err := run(); err == nil || !strings.Contains(stderr, "openssl rand -base64 32") {
-		t.Errorf("config without BALLET_GATEWAY_SIGNING_KEY: %v, stderr %q; want a refusal saying how to make a key", err, stderr)
+	out, stderr, err = run()
+	if err != nil {
+		t.Fatalf("%v config without BALLET_GATEWAY_SIGNING_KEY: %v\n%s", loader, err, stderr)
+	}
+	checkCompose(t, loadCompose(t, []byte(out), false), "")
+}
+
+// TestComposeWithoutSigningKey: what compose gives the worker and the
+// gateway without BALLET_GATEWAY_SIGNING_KEY, an empty key, stops them
+// before they connect to anything, saying which key is missing and how to
+// make one; the other commands run without it.
+func TestComposeWithoutSigningKey(t *testing.T) {
+	t.Parallel()
+	for _, command := range []string{"worker", "gateway"} {
+		_, stderr, code := ballet(t, []string{"BALLET_GATEWAY_SIGNING_KEY="}, command)
+		if code == 0 || !strings.Contains(stderr, "gateway.signing_key: required when the worker and the gateway run as separate processes") ||
+			!strings.Contains(stderr, "BALLET_GATEWAY_SIGNING_KEY=$(openssl rand -base64 32)") {
+			t.Errorf("ballet %s without a signing key: exit %d, stderr %q; want a refusal naming the key and how to make one", command, code, stderr)
+		}
+	}
+	if out, stderr, code := ballet(t, []string{"BALLET_GATEWAY_SIGNING_KEY="}, "config", "print"); code != 0 || !strings.Contains(out, `signing_key = ""`) {
+		t.Errorf("config print without a signing key: exit %d, stderr %q", code, stderr)
 	}
 }

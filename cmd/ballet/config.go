@@ -8,10 +8,8 @@ import (
 	"net/url"
 	"os"
 	"reflect"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/BurntSushi/toml"
@@ -69,7 +67,7 @@ const minMetricsToken = 16
 // Validate reports the first invalid key of the section.
 func (c MetricsConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return fmt.Errorf("metrics.addr: must be host:port (e.g. 127.0.0.1:9090), got %q", c.Addr)
+		return fmt.Errorf("metrics.addr: must be host:port (e.g. 127.0.0.1:8083), got %q", c.Addr)
 	}
 	if c.Token != "" && (len(c.Token) < minMetricsToken || strings.ContainsFunc(c.Token, unicode.IsSpace)) {
 		return fmt.Errorf("metrics.token: must be at least %d characters without spaces", minMetricsToken)
@@ -88,7 +86,7 @@ func DefaultConfig() Config {
 		Gateway:  gateway.DefaultConfig(),
 		Auth:     api.DefaultAuthConfig(),
 		Log:      LogConfig{Level: "info", Format: "json"},
-		Metrics:  MetricsConfig{Addr: "127.0.0.1:9090"},
+		Metrics:  MetricsConfig{Addr: "127.0.0.1:8083"},
 		Search:   tasks.DefaultSearchConfig(),
 		// Retention: worker/retention_config.go.
 		Retention: worker.DefaultRetentionConfig(),
@@ -183,17 +181,6 @@ func unknownKeys(keys []string) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-// unknownEnv is the error for a BALLET_ variable that names no key; the
-// variable of a moved key names the new key and its variable.
-func unknownEnv(name string) error {
-	for from, to := range movedKeys {
-		if name == envName(from) {
-			return fmt.Errorf("environment variable %s: %s moved to %s; set %s", name, from, to, envName(to))
-		}
-	}
-	return fmt.Errorf("unknown environment variable %s", name)
-}
-
 // envName is the environment variable of a key: planner.max_rounds is
 // BALLET_PLANNER_MAX_ROUNDS.
 func envName(key string) string {
@@ -236,84 +223,6 @@ func fields(cfg *Config) []field {
 	return out
 }
 
-// applyEnv sets keys from BALLET_<SECTION>_<KEY> variables. An unknown
-// BALLET_ variable is an error, like an unknown key in the file.
-func applyEnv(cfg *Config, environ []string) error {
-	byEnv := map[string]field{}
-	for _, f := range fields(cfg) {
-		byEnv[f.env] = f
-	}
-	var names []string
-	vals := map[string]string{}
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, "BALLET_") || name == "BALLET_CONFIG" || strings.HasPrefix(name, "BALLET_TEST_") {
-			continue
-		}
-		names = append(names, name)
-		vals[name] = val
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		f, ok := byEnv[name]
-		if !ok {
-			return fmt.Errorf("config: %w", unknownEnv(name))
-		}
-		if err := setFromString(f.value, vals[name]); err != nil {
-			return fmt.Errorf("config: %s (%s): %w", f.key, name, err)
-		}
-	}
-	return nil
-}
-
-var durationType = reflect.TypeOf(time.Duration(0))
-
-func setFromString(v reflect.Value, s string) error {
-	if v.Type() == durationType {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("must be a duration such as \"10s\", got %q", s)
-		}
-		v.SetInt(int64(d))
-		return nil
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(s)
-	case reflect.Bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return fmt.Errorf("must be true or false, got %q", s)
-		}
-		v.SetBool(b)
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
-		if err != nil {
-			return fmt.Errorf("must be an integer, got %q", s)
-		}
-		v.SetInt(n)
-	case reflect.Float64:
-		n, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return fmt.Errorf("must be a number, got %q", s)
-		}
-		v.SetFloat(n)
-	case reflect.Slice:
-		var parts []string
-		for p := range strings.SplitSeq(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				parts = append(parts, p)
-			}
-		}
-		v.Set(reflect.ValueOf(parts))
-	case reflect.Map:
-		return errors.New("a table: set it in the configuration file")
-	default:
-		return fmt.Errorf("unsupported type %s", v.Type())
-	}
-	return nil
-}
-
 // Printable renders the effective configuration as TOML, every key with
 // its value (an empty list as []), secrets masked.
 func (c Config) Printable() (string, error) {
@@ -321,6 +230,12 @@ func (c Config) Printable() (string, error) {
 		switch v := f.value; {
 		case f.secret && v.Kind() == reflect.String && !v.IsZero():
 			v.SetString(mask(v.String()))
+		case f.secret && v.Kind() == reflect.Slice && v.Len() > 0:
+			masked := make([]string, v.Len())
+			for i := range masked {
+				masked[i] = mask(v.Index(i).String())
+			}
+			v.Set(reflect.ValueOf(masked))
 		case v.Kind() == reflect.Slice && v.IsNil():
 			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
 		case v.Kind() == reflect.Map && v.IsNil(): // printed as an empty table
@@ -352,16 +267,43 @@ func configPath(flagValue string) string {
 	return os.Getenv("BALLET_CONFIG")
 }
 
-// mask hides a secret; for a URL it hides only the password, so that the
+// mask hides a secret; for a URL it hides only the password, given in
+// its user information or as a query parameter (?password=…), so that the
 // printed configuration still says where it connects.
 func mask(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return "********"
 	}
+	u.RawQuery = maskQuery(u.RawQuery)
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		return strings.Replace(u.String(), "xxxxx", "********", 1)
 	}
 	return u.String()
+}
+
+// secretParams are what the names of query parameters that hold secrets
+// contain: libpq's password and sslpassword, tokens, keys of APIs.
+var secretParams = []string{"password", "passwd", "secret", "token", "apikey", "api_key", "credential"}
+
+// maskQuery replaces the value of every secret-looking parameter of a raw
+// query with ********, leaving the rest as written.
+func maskQuery(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	parts := strings.Split(raw, "&")
+	for i, p := range parts {
+		k, _, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		name = strings.ToLower(name)
+		if slices.ContainsFunc(secretParams, func(s string) bool { return strings.Contains(name, s) }) {
+			parts[i] = k + "=********"
+		}
+	}
+	return strings.Join(parts, "&")
 }

@@ -93,7 +93,7 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"env invalid", "", []string{"BALLET_PLANNER_MAX_ROUNDS=0"}, "planner.max_rounds: must be at least 1"},
 		{"local auth beyond loopback", "[auth]\nmode = \"local\"\n", nil, "auth.mode"},
 		{"bad redis url", "[redis]\nurl = \"http://x\"\n", nil, "redis.url"},
-		{"bad metrics addr", "[metrics]\naddr = \"9090\"\n", nil, "metrics.addr: must be host:port"},
+		{"bad metrics addr", "[metrics]\naddr = \"8083\"\n", nil, "metrics.addr: must be host:port"},
 		{"short metrics token", "", []string{"BALLET_METRICS_TOKEN=short"}, "metrics.token: must be at least 16 characters"},
 		{"metrics token with a space", "", []string{"BALLET_METRICS_TOKEN=0123456789 abcdef"}, "metrics.token: must be at least 16 characters without spaces"},
 		{"moved key", "[worker]\nmax_queued_turns = 5\n", nil, "worker.max_queued_turns moved to server.max_queued_turns"},
@@ -168,6 +168,55 @@ func TestConfigPrintMasksSecrets(t *testing.T) {
 	_, stderr, code = ballet(t, []string{"BALLET_PLANNER_MAX_ROUNDS=0"}, "config", "print")
 	if code == 0 || !strings.Contains(stderr, "planner.max_rounds") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestMask: a secret URL keeps where it connects and loses its password,
+// whether in the user information or a secret-looking query parameter (of
+// any case, escaped or not); anything else secret is hidden whole.
+func TestMask(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{"postgres://app:hunter2@db:5432/ballet", "postgres://app:********@db:5432/ballet"},
+		{"postgres://app@db:5432/ballet?password=hunter2&sslmode=require", "postgres://app@db:5432/ballet?password=********&sslmode=require"},
+		{"postgres://app@db/ballet?sslmode=verify-full&sslkey=/etc/ballet/key.pem&sslpassword=k3y",
+			"postgres://app@db/ballet?sslmode=verify-full&sslkey=/etc/ballet/key.pem&sslpassword=********"},
+		{"postgres://app:hunter2@db/ballet?Password=hunter3", "postgres://app:********@db/ballet?Password=********"},
+		{"postgres://app@db/ballet?pass%77ord=hunter2", "postgres://app@db/ballet?pass%77ord=********"},
+		{"postgres://app@db/ballet?password", "postgres://app@db/ballet?password=********"},
+		{"redis://:s3cret@cache:6379/0", "redis://:********@cache:6379/0"},
+		{"rediss://cache:6380/0?token=s3cret&dial_timeout=3s", "rediss://cache:6380/0?token=********&dial_timeout=3s"},
+		{"redis://cache:6379/0", "redis://cache:6379/0"},
+		{"host=db user=app password=hunter2", "********"},
+		{"0123456789abcdef0123456789abcdef", "********"},
+	} {
+		if got := mask(tt.in); got != tt.want {
+			t.Errorf("mask(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestConfigPrintMasksQuerySecrets: config print shows no password given as
+// a URL's query parameter, nor a previous signing key.
+func TestConfigPrintMasksQuerySecrets(t *testing.T) {
+	t.Parallel()
+	out, stderr, code := ballet(t, []string{
+		"BALLET_DATABASE_URL=postgres://app@db:5432/ballet?password=hunter2&sslpassword=k3ypass&sslmode=require",
+		"BALLET_GATEWAY_PREVIOUS_SIGNING_KEYS=old-signing-key-0123456789abcdef,older-signing-key-0123456789abcdef",
+	}, "config", "print")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, secret := range []string{"hunter2", "k3ypass", "old-signing-key", "older-signing-key"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("%s printed:\n%s", secret, out)
+		}
+	}
+	for _, want := range []string{`url = "postgres://app@db:5432/ballet?password=********&sslpassword=********&sslmode=require"`,
+		`previous_signing_keys = ["********", "********"]`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %s in\n%s", want, out)
+		}
 	}
 }
 

@@ -203,6 +203,29 @@ scrape_configs:
 			t.Errorf("panel %q: query %s: %s %s", q.panel, q.expr, r.Status, r.Error)
 		}
 	}
+	// A healthy gateway's 5xx share is 0, not "No data": the turn's model
+	// calls all answered 200, so no 5xx series exists.
+	fivexx := ""
+	for _, q := range queries {
+		if q.panel == "Model calls failing (5xx share)" {
+			fivexx = q.expr
+		}
+	}
+	if fivexx == "" {
+		t.Fatal(`no panel "Model calls failing (5xx share)"`)
+	}
+	var share struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if !storetest.Poll(storetest.WaitTimeout, func() bool {
+		return get("query?query="+url.QueryEscape(fivexx), &share) && len(share.Data.Result) == 1 && share.Data.Result[0].Value[1] == "0"
+	}) {
+		t.Errorf("5xx share panel %s: %+v, want one sample of 0", fivexx, share.Data.Result)
+	}
 	// The series the alerts rest on are there from the start; serve's one
 	// process counts as a worker for BalletPlannerNoDispatcher, and its
 	// dispatcher leads.

@@ -99,11 +99,19 @@ func (f ruleFile) exprs() map[string]string {
 	return out
 }
 
+// runbookBase is how every alert's runbook_url begins: the page the
+// external label ballet_runbooks_url names, else docs/operations.md on
+// GitHub, always absolute (Alertmanager and Grafana cannot open a relative
+// link); the alert's section follows.
+const runbookBase = "{{ with $externalLabels.ballet_runbooks_url }}{{ . }}{{ else }}" +
+	"https://github.com/balletplanner/ballet/blob/main/docs/operations.md{{ end }}#"
+
 // TestMonitoringRules: rules.yml passes `promtool check rules` and its unit
 // tests (`promtool test rules`); every alert has a severity, a summary, a
-// description and a runbook_url naming a section of docs/operations.md, and
-// rules_test.yml tests every alert both firing and not; recording rules
-// follow ballet:<metric>:<operations>.
+// description and an absolute runbook_url naming a section of
+// docs/operations.md, and rules_test.yml tests every alert both firing and
+// not, and the runbook_url of an external label; recording rules follow
+// ballet:<metric>:<operations>.
 func TestMonitoringRules(t *testing.T) {
 	t.Parallel()
 	promtool := monitoringTool(t, "promtool")
@@ -120,7 +128,8 @@ func TestMonitoringRules(t *testing.T) {
 	must(t, err)
 	var unit struct {
 		Tests []struct {
-			AlertRuleTest []struct {
+			ExternalLabels map[string]string `yaml:"external_labels"`
+			AlertRuleTest  []struct {
 				Alertname string `yaml:"alertname"`
 				ExpAlerts []any  `yaml:"exp_alerts"`
 			} `yaml:"alert_rule_test"`
@@ -130,6 +139,13 @@ func TestMonitoringRules(t *testing.T) {
 		} `yaml:"tests"`
 	}
 	must(t, yaml.Unmarshal(tests, &unit))
+	labelled := false
+	for _, tc := range unit.Tests {
+		labelled = labelled || tc.ExternalLabels["ballet_runbooks_url"] != ""
+	}
+	if !labelled {
+		t.Error("rules_test.yml has no case with the external label ballet_runbooks_url")
+	}
 	fires, quiet, evaluated := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, tc := range unit.Tests {
 		for _, a := range tc.AlertRuleTest {
@@ -165,10 +181,10 @@ func TestMonitoringRules(t *testing.T) {
 					t.Errorf("alert %s: no %s annotation", r.Alert, a)
 				}
 			}
-			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], "docs/operations.md#")
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookBase)
 			if !ok || anchor != strings.ToLower(r.Alert) || !anchors[anchor] {
-				t.Errorf("alert %s: runbook_url %q, want docs/operations.md#%s, a heading of docs/operations.md",
-					r.Alert, r.Annotations["runbook_url"], strings.ToLower(r.Alert))
+				t.Errorf("alert %s: runbook_url %q, want %s%s, %s being a heading of docs/operations.md",
+					r.Alert, r.Annotations["runbook_url"], runbookBase, strings.ToLower(r.Alert), strings.ToLower(r.Alert))
 			}
 			if !fires[r.Alert] || !quiet[r.Alert] {
 				t.Errorf("alert %s: rules_test.yml needs a case where it fires (%v) and one where it does not (%v)",
@@ -342,66 +358,4 @@ func TestMonitoringDashboard(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "dashboard.yml")
 	must(t, os.WriteFile(file, []byte(rules), 0o600))
 	runTool(t, "", promtool, "check", "rules", file)
-}
-
-// TestMonitoringScrapeConfig: the example prometheus.yml loads rules.yml
-// and discovers pods by the prometheus.io annotations the Kubernetes
-// manifests set.
-func TestMonitoringScrapeConfig(t *testing.T) {
-	t.Parallel()
-	b, err := os.ReadFile(filepath.Join(monitoringDir, "prometheus", "prometheus.yml"))
-	must(t, err)
-	var cfg struct {
-		RuleFiles     []string `yaml:"rule_files"`
-		ScrapeConfigs []struct {
-			JobName        string `yaml:"job_name"`
-			KubernetesSD   []any  `yaml:"kubernetes_sd_configs"`
-			RelabelConfigs []struct {
-				SourceLabels []string `yaml:"source_labels"`
-				Regex        string   `yaml:"regex"`
-			} `yaml:"relabel_configs"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	must(t, yaml.Unmarshal(b, &cfg))
-	if !slices.Contains(cfg.RuleFiles, "rules.yml") {
-		t.Errorf("rule_files %v lack rules.yml", cfg.RuleFiles)
-	}
-	used, static := map[string]bool{}, false
-	for _, sc := range cfg.ScrapeConfigs {
-		static = static || len(sc.StaticConfigs) > 0
-		for _, rc := range sc.RelabelConfigs {
-			for _, l := range rc.SourceLabels {
-				if a, ok := strings.CutPrefix(l, "__meta_kubernetes_pod_annotation_"); ok {
-					used[a] = true
-				}
-			}
-			if _, err := regexp.Compile(rc.Regex); err != nil {
-				t.Errorf("job %s: regex %q: %v", sc.JobName, rc.Regex, err)
-			}
-		}
-	}
-	if !static {
-		t.Error("prometheus.yml has no static example target")
-	}
-	manifests, err := filepath.Glob("../../deploy/kubernetes/base/*.yaml")
-	must(t, err)
-	annotated := map[string]bool{}
-	for _, m := range manifests {
-		b, err := os.ReadFile(m)
-		must(t, err)
-		for _, a := range regexp.MustCompile(`(prometheus\.io/\w+):`).FindAllStringSubmatch(string(b), -1) {
-			annotated[regexp.MustCompile(`[^a-z0-9]`).ReplaceAllString(a[1], "_")] = true
-		}
-	}
-	if len(annotated) == 0 {
-		t.Fatal("no prometheus.io annotations in deploy/kubernetes/base")
-	}
-	for a := range annotated {
-		if !used[a] {
-			t.Errorf("the manifests annotate %s but prometheus.yml does not read it", a)
-		}
-	}
 }

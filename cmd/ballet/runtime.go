@@ -144,11 +144,19 @@ func (rt *runtime) run(ctx context.Context, services ...service) error {
 	return err
 }
 
+// errNoSigningKey stops a worker or a gateway started without
+// gateway.signing_key, before it connects to anything.
+var errNoSigningKey = errors.New("config: gateway.signing_key: required when the worker and the gateway run as separate processes: " +
+	"give both the same key, e.g. export BALLET_GATEWAY_SIGNING_KEY=$(openssl rand -base64 32)")
+
 // runServices is the body of serve, api, worker and gateway.
 func runServices(ctx context.Context, name, configFile string, build func(rt *runtime) ([]service, error)) error {
 	cfg, err := LoadConfig(configPath(configFile), os.Environ())
 	if err != nil {
 		return err
+	}
+	if (name == "worker" || name == "gateway") && cfg.Gateway.SigningKey == "" {
+		return errNoSigningKey
 	}
 	rt, err := setup(ctx, cfg, name)
 	if err != nil {
@@ -200,9 +208,6 @@ func runAPI(ctx context.Context, configFile string) error {
 
 func runWorker(ctx context.Context, configFile string) error {
 	return runServices(ctx, "worker", configFile, func(rt *runtime) ([]service, error) {
-		if rt.cfg.Gateway.SigningKey == "" {
-			return nil, errors.New("config: gateway.signing_key: required when the worker and the gateway run as separate processes")
-		}
 		w, err := rt.newWorker()
 		if err != nil {
 			return nil, err
@@ -217,9 +222,6 @@ func runWorker(ctx context.Context, configFile string) error {
 
 func runGateway(ctx context.Context, configFile string) error {
 	return runServices(ctx, "gateway", configFile, func(rt *runtime) ([]service, error) {
-		if rt.cfg.Gateway.SigningKey == "" {
-			return nil, errors.New("config: gateway.signing_key: required when the worker and the gateway run as separate processes")
-		}
 		gw, err := rt.newGateway()
 		if err != nil {
 			return nil, err

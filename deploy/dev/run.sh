@@ -41,7 +41,7 @@ mkdir -p .dev
 chmod 600 .dev/demo-token
 echo "run: starting $BIN serve (api, worker and gateway; Ctrl-C stops it)"
 cat <<MSG
-run: serving on http://127.0.0.1:$PORT, listening on $BALLET_SERVER_ADDR (gateway on $BALLET_GATEWAY_ADDR; health: /healthz, /readyz; metrics: http://${BALLET_METRICS_ADDR:-127.0.0.1:9090}/metrics)
+run: serving on http://127.0.0.1:$PORT, listening on $BALLET_SERVER_ADDR (gateway on $BALLET_GATEWAY_ADDR; health: /healthz, /readyz; metrics: http://${BALLET_METRICS_ADDR:-127.0.0.1:8083}/metrics)
 run: web app  http://127.0.0.1:$PORT/  (sign in by pasting the token $TOKEN)
 run: try  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:$PORT/api/v1/projects/DEMO/runnable
 run: chat with  $BIN chat$( [ "$PORT" = 8080 ] || echo " --url http://127.0.0.1:$PORT")

@@ -258,8 +258,7 @@ compose_up() { # service port-variable
 	say "starting $1 with docker compose (the first start pulls the image: a few minutes)"
 	local compose=(docker compose)
 	docker compose version >/dev/null 2>&1 || compose=(docker-compose)
-	# The signing key is required by the file but used by neither postgres nor redis.
-	if ! out=$(PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT BALLET_GATEWAY_SIGNING_KEY=${BALLET_GATEWAY_SIGNING_KEY:-$(head -c 32 /dev/urandom | base64)} "${compose[@]}" -f "$ROOT/docker-compose.yml" up -d "$1" 2>&1); then
+	if ! out=$(PGPORT=$PGPORT REDIS_PORT=$REDIS_PORT "${compose[@]}" -f "$ROOT/docker-compose.yml" up -d "$1" 2>&1); then
 		note "docker compose: up -d $1 failed: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
 		return 1
 	fi

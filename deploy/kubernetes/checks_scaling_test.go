@@ -14,19 +14,11 @@ import (
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
-
-// prometheusPeer is who may read the metrics port: the selectors that
-// base/networkpolicies.yaml and README.md document.
-var prometheusPeer = networkingv1.NetworkPolicyPeer{
-	NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}},
-	PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
-}
 
 // redisScalerKeys are the trigger metadata keys KEDA's redis scaler reads
 // (pkg/scalers/redis_scaler.go, the keda:"name=..." tags, and their
@@ -335,116 +327,4 @@ func (c *checker) scalerEnvNames() []string {
 		}
 	}
 	return names
-}
-
-// admitted lists the peers of the rules of policies selecting podLabels
-// that admit TCP port (or may: a named port counts); nil peers means from anywhere. ok is false when no
-// Ingress policy selects the pods, i.e. everything is admitted.
-func (c *checker) admitted(podLabels map[string]string, port int32) (peers [][]networkingv1.NetworkPolicyPeer, ok bool) {
-	for _, p := range c.m.policies {
-		if !c.selects("NetworkPolicy "+p.Name, &p.Spec.PodSelector, podLabels) ||
-			!slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
-			continue
-		}
-		ok = true
-		for _, r := range p.Spec.Ingress {
-			if len(r.Ports) == 0 || slices.ContainsFunc(r.Ports, func(pp networkingv1.NetworkPolicyPort) bool {
-				// A named port may be this one: count it.
-				return pp.Port == nil || pp.Port.Type == intstr.String || pp.Port.IntVal <= port &&
-					(pp.EndPort == nil && pp.Port.IntVal == port || pp.EndPort != nil && *pp.EndPort >= port)
-			}) {
-				peers = append(peers, r.From)
-			}
-		}
-	}
-	return peers, ok
-}
-
-// checkNetworkPolicies: only worker pods reach the gateway's port, and only
-// Prometheus reaches any pod's metrics port.
-func (c *checker) checkNetworkPolicies() {
-	var workerLabels map[string]string
-	others := map[string]map[string]string{}
-	for _, d := range c.m.deployments {
-		l := d.Spec.Template.Labels
-		if l["app.kubernetes.io/component"] == "worker" {
-			workerLabels = l
-		} else {
-			others[d.Name] = l
-		}
-	}
-	for _, j := range c.m.jobs {
-		others["Job "+j.Name] = j.Spec.Template.Labels
-	}
-	for _, d := range c.m.deployments {
-		where := "Deployment " + d.Name
-		l := d.Spec.Template.Labels
-		metrics, ok := c.admitted(l, 9090)
-		if !ok {
-			c.errorf("%s: no Ingress NetworkPolicy selects its pods: every port is open", where)
-			continue
-		}
-		for _, from := range metrics {
-			if len(from) != 1 || !equalPeer(from[0], prometheusPeer) {
-				c.errorf("%s: a NetworkPolicy admits %s to the metrics port, want only Prometheus (%s)", where, peersString(from), peerString(prometheusPeer))
-			}
-		}
-		if l["app.kubernetes.io/component"] != "gateway" {
-			continue
-		}
-		gw, _ := c.admitted(l, c.addrPort(where, "BALLET_GATEWAY_ADDR", c.setting(c.environment(where, d.Spec.Template.Spec.Containers[0]), "BALLET_GATEWAY_ADDR")))
-		if len(gw) == 0 {
-			c.errorf("%s: no NetworkPolicy rule admits the workers to the gateway port", where)
-		}
-		for _, from := range gw {
-			if len(from) == 0 {
-				c.errorf("%s: a NetworkPolicy rule admits anyone to the gateway port", where)
-			}
-			for _, peer := range from {
-				if peer.NamespaceSelector != nil || peer.IPBlock != nil || !c.selects(where, peer.PodSelector, workerLabels) {
-					c.errorf("%s: a NetworkPolicy admits %s to the gateway port, which is not the worker pods", where, peerString(peer))
-					continue
-				}
-				for name, ol := range others {
-					if c.selects(where, peer.PodSelector, ol) {
-						c.errorf("%s: a NetworkPolicy peer admitting the workers to the gateway port also admits %s", where, name)
-					}
-				}
-			}
-		}
-	}
-}
-
-// peerString describes a peer: "pods a=b in namespaces c=d", "anyone".
-func peerString(p networkingv1.NetworkPolicyPeer) string {
-	var parts []string
-	if p.PodSelector != nil {
-		parts = append(parts, "pods "+metav1.FormatLabelSelector(p.PodSelector))
-	}
-	if p.NamespaceSelector != nil {
-		parts = append(parts, "in namespaces "+metav1.FormatLabelSelector(p.NamespaceSelector))
-	}
-	if p.IPBlock != nil {
-		parts = append(parts, "addresses "+p.IPBlock.CIDR)
-	}
-	return strings.Join(parts, " ")
-}
-
-// peersString describes a rule's peers; none is anyone.
-func peersString(from []networkingv1.NetworkPolicyPeer) string {
-	if len(from) == 0 {
-		return "anyone"
-	}
-	var s []string
-	for _, p := range from {
-		s = append(s, peerString(p))
-	}
-	return strings.Join(s, ", ")
-}
-
-func equalPeer(a, b networkingv1.NetworkPolicyPeer) bool {
-	sel := func(x, y *metav1.LabelSelector) bool {
-		return (x == nil) == (y == nil) && (x == nil || labels.Equals(x.MatchLabels, y.MatchLabels) && len(x.MatchExpressions) == 0 && len(y.MatchExpressions) == 0)
-	}
-	return a.IPBlock == nil && b.IPBlock == nil && sel(a.NamespaceSelector, b.NamespaceSelector) && sel(a.PodSelector, b.PodSelector)
 }

@@ -154,8 +154,9 @@ func (c *checker) checkEnvNames(where string, env map[string]envVar) {
 	}
 }
 
-// checkPod checks what every Ballet pod needs: the security context,
-// resources on every container, and known variables.
+// checkPod checks what every Ballet pod needs: the security context, CPU,
+// memory and ephemeral-storage requests and limits on every container
+// (init containers too), and known variables.
 func (c *checker) checkPod(where string, spec corev1.PodSpec) {
 	if spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot {
 		c.errorf("%s: pod securityContext.runAsNonRoot is not true", where)
@@ -177,7 +178,7 @@ func (c *checker) checkPod(where string, spec corev1.PodSpec) {
 		case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0:
 			c.errorf("%s: capabilities do not drop ALL (and add none)", cw)
 		}
-		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
 			req, hasReq := ct.Resources.Requests[res]
 			lim, hasLim := ct.Resources.Limits[res]
 			switch {

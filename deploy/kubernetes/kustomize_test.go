@@ -202,7 +202,12 @@ func TestBrokenManifestsAreCaught(t *testing.T) {
 		{"misspelt-postgresql-key", `trigger metadata "targetQueryvalue" is not a key of KEDA's postgresql scaler`},
 		{"no-migrate-wait", "Deployment ballet-api: no initContainer running `ballet migrate up`"},
 		{"job-other-image", "containers run 2 images, want one"},
-		{"loopback-metrics", `metrics.addr "127.0.0.1:9090" listens only on 127.0.0.1`},
+		{"loopback-metrics", `metrics.addr "127.0.0.1:8083" listens only on 127.0.0.1`},
+		{"no-ephemeral-storage", "Deployment ballet-worker container migrate: no ephemeral-storage limit"},
+		{"migrate-no-policy", "Job ballet-migrate: no Egress NetworkPolicy selects its pod"},
+		{"migrate-egress-open", "Job ballet-migrate: NetworkPolicy ballet-migrate lets its pod reach TCP port 443, want only Postgres (TCP 5432, database.url) and DNS (53)"},
+		{"migrate-other-db-port", "Job ballet-migrate: no NetworkPolicy lets its pod reach Postgres (TCP 6432, the port of database.url)"},
+		{"migrate-ingress", "Job ballet-migrate: NetworkPolicy ballet-migrate admits traffic to its pod"},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			t.Parallel()

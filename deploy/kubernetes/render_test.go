@@ -17,6 +17,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
@@ -105,13 +106,22 @@ type document struct {
 	yaml []byte
 }
 
-// build runs kustomize on dir, holding kustomizeMu.
-func build(dir string) ([]document, error) {
+// kustomize runs kustomize on dir, holding kustomizeMu.
+func kustomize(dir string) (resmap.ResMap, error) {
 	kustomizeMu.Lock()
 	defer kustomizeMu.Unlock()
 	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	return rm, nil
+}
+
+// build runs kustomize on dir and returns each object.
+func build(dir string) ([]document, error) {
+	rm, err := kustomize(dir)
+	if err != nil {
+		return nil, err
 	}
 	var docs []document
 	for _, r := range rm.Resources() {

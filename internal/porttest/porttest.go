@@ -23,7 +23,7 @@ import (
 
 const (
 	// lowest is the first port handed out: above the registered services
-	// a development machine runs (Postgres 5432, Redis 6379, 8080, 9090).
+	// a development machine runs (Postgres 5432, Redis 6379, 8080–8083, 9090).
 	lowest = 10000
 	// fallbackEphemeral is Linux's default first ephemeral port, used when
 	// /proc does not say.
