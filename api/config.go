@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/balletplanner/ballet/store"
@@ -72,6 +73,10 @@ type Config struct {
 	// log, and X-Forwarded-Proto and X-Forwarded-Host are believed. Empty
 	// trusts none: the client is the peer.
 	TrustedProxies []string `toml:"trusted_proxies"`
+	// CORSAllowedOrigins are the browser origins (scheme://host[:port], or
+	// scheme://*.domain for its subdomains; "*" for any) that may call
+	// /api/v1 from another origin. Empty (the default) allows none.
+	CORSAllowedOrigins []string `toml:"cors_allowed_origins"`
 	// StreamRecheck is how often a planner.watch, a stream.subscribe and an
 	// outputs event stream check again that their token is valid and that
 	// the permission they started with still holds.
@@ -82,7 +87,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Addr: ":8080", ShutdownTimeout: 10 * time.Second, BodyLimit: 1 << 20,
 		MaxQueuedTurns: 10000, MaxQueuedTurnsPerProject: 1000, MaxQueuedTurnsPerOrganization: 5000,
-		RPCAllowedOrigins: []string{}, TrustedProxies: []string{}, RPCMaxConnections: 0, RPCHeartbeat: defaultRPCHeartbeat,
+		RPCAllowedOrigins: []string{}, CORSAllowedOrigins: []string{}, TrustedProxies: []string{}, RPCMaxConnections: 0, RPCHeartbeat: defaultRPCHeartbeat,
 		RPCAuthTimeout: defaultRPCAuthTimeout, RPCWriteTimeout: defaultRPCWriteTimeout, RPCMaxFrameBytes: defaultRPCMaxFrameBytes, RPCMaxInflight: defaultRPCMaxInflight,
 		RPCRequestsPerSecond: defaultRPCRequestsPerSecond, RPCRequestBurst: defaultRPCRequestBurst,
 		StreamRecheck: defaultStreamRecheck}
@@ -110,6 +115,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := parseTrustedProxies(c.TrustedProxies); err != nil {
 		return err
+	}
+	for _, o := range c.CORSAllowedOrigins {
+		if !validOrigin(strings.Replace(o, "://*.", "://", 1)) {
+			return fmt.Errorf("server.cors_allowed_origins: %q is not an origin such as https://app.example.com, https://*.example.com or \"*\"", o)
+		}
 	}
 	return c.validateRPC()
 }

@@ -54,7 +54,7 @@ func (e *env) restartWith(t *testing.T, edit func(*api.Config), opts ...depsOpti
 	if edit != nil {
 		edit(&cfg)
 	}
-	d := api.Deps{DB: e.db, Redis: rdb, Registry: prometheus.NewRegistry(), Version: "test"}
+	d := api.Deps{DB: e.db, Redis: rdb, Registry: prometheus.NewRegistry(), Version: "test", RedisNamespace: rc.Namespace}
 	for _, o := range opts {
 		o(t, &d, rc.Namespace)
 	}

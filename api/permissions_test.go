@@ -85,6 +85,7 @@ func TestPermissions(t *testing.T) {
 		return post("POST", "/api/v1/organizations/acme/knowledge/entries", map[string]any{"kind": "note", "title": "n", "body": "knowledge body", "projects": []string{"WEB"}}, "id")
 	}
 	session := post("POST", "/api/v1/projects/WEB/planner/sessions", map[string]any{"title": "plan"}, "id")
+	turn := post("POST", "/api/v1/planner/sessions/"+session+"/messages", map[string]any{"text": "seed"}, "turn")
 	adminToken := post("POST", "/api/v1/tokens", map[string]any{"name": "admin's"}, "id")
 	skillID, skillName := skill()
 	entryID := entry()
@@ -209,6 +210,8 @@ func TestPermissions(t *testing.T) {
 		{route: "POST /planner/sessions/{session}/messages", req: fixed("/planner/sessions/"+session+"/messages", map[string]any{"text": "plan the release"}), viewer: 403, engineer: 202, admin: 202},
 		{route: "POST /planner/sessions/{session}/cancel", req: fixed("/planner/sessions/"+session+"/cancel", nil), viewer: 403, engineer: 200, admin: 200},
 		{route: "GET /planner/sessions/{session}/outputs", req: fixed("/planner/sessions/"+session+"/outputs", nil), viewer: 200, engineer: 200, admin: 200},
+		{route: "POST /planner/sessions/{session}/stream-tickets", req: fixed("/planner/sessions/"+session+"/stream-tickets", nil), viewer: 201, engineer: 201, admin: 201},
+		{route: "GET /planner/sessions/{session}/turns/{turn}", req: fixed("/planner/sessions/"+session+"/turns/"+turn, nil), viewer: 200, engineer: 200, admin: 200},
 
 		// Scheduling: weights and caps (an organization's are a platform
 		// admin's to set), and the platform's backlog.

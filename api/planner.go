@@ -20,6 +20,8 @@ func (s *Server) registerPlanner(r fiber.Router) {
 	r.Post("/planner/sessions/:session/messages", s.sendMessage)
 	r.Post("/planner/sessions/:session/cancel", s.cancelTurns)
 	r.Get("/planner/sessions/:session/outputs", s.listOutputs)
+	r.Post("/planner/sessions/:session/stream-tickets", s.mintStreamTicket)
+	r.Get("/planner/sessions/:session/turns/:turn", s.getTurn)
 }
 
 func caller(c *fiber.Ctx) store.Caller { return store.HumanCaller(principal(c)) }
@@ -61,18 +63,26 @@ func (s *Server) getSession(c *fiber.Ctx) error {
 
 type sendRequest struct {
 	Text string `json:"text"`
-	// Turn is an optional client-chosen turn id (a UUID): a retry with the
-	// same id is not a second turn.
-	Turn string `json:"turn"`
+	// Turn is an optional client-chosen turn id, an idempotency key of 1
+	// to 255 printable ASCII characters: a retry with the same id in the
+	// same session is not a second turn.
+	Turn *string `json:"turn"`
 	// Priority is interactive (the default) or batch: inside its
 	// organization's share, interactive turns start first.
 	Priority string `json:"priority"`
+	// Multitask is what to do while a turn of the session is open:
+	// enqueue (the default), reject or interrupt.
+	Multitask string `json:"multitask"`
 }
 
 // sendMessage is the REST twin of planner.send: 202 {seq, turn, position}.
 func (s *Server) sendMessage(c *fiber.Ctx) error {
 	var req sendRequest
 	if err := decode(c, &req); err != nil {
+		return err
+	}
+	turn, err := clientTurn(req.Turn)
+	if err != nil {
 		return err
 	}
 	// The client's traceparent and tracestate, when it sent them and
@@ -83,11 +93,21 @@ func (s *Server) sendMessage(c *fiber.Ctx) error {
 		ctx = tracing.FromHeaders(ctx, func(k string) string { return strings.Clone(c.Get(k)) })
 	}
 	res, err := s.planner.Submit(ctx, caller(c), store.SendRequest{Session: c.Params("session"),
-		Text: req.Text, Turn: req.Turn, Priority: req.Priority})
+		Text: req.Text, Turn: turn, Priority: req.Priority, Multitask: req.Multitask})
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusAccepted).JSON(res)
+}
+
+// clientTurn is a send's client turn id: none when left out, else one
+// that store.CheckClientTurn accepts (an empty one is refused, not taken
+// for none).
+func clientTurn(turn *string) (string, error) {
+	if turn == nil {
+		return "", nil
+	}
+	return *turn, store.CheckClientTurn(*turn)
 }
 
 type cancelRequest struct {

@@ -49,7 +49,7 @@ func (s *Server) streamOutputs(c *fiber.Ctx) error {
 	}
 	// The request's buffers are reused once the handler returns: the
 	// stream keeps copies of what its rechecks need.
-	token, _ := bearer(c.Get(fiber.HeaderAuthorization))
+	token := streamToken(c)
 	rc := s.sessionRecheck(s.tokenPrincipal(strings.Clone(token)), strings.Clone(caller(c).Principal.Subject), strings.Clone(session))
 	recheckEvery := s.rpcCfg.recheck
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")

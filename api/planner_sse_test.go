@@ -33,6 +33,7 @@ type sseEnv struct {
 	*env
 	hub     *tasks.Hub
 	rdb     redis.UniversalClient
+	ns      string // the Redis namespace
 	session string
 }
 
@@ -48,7 +49,7 @@ func newSSEEnv(t *testing.T, script string) *sseEnv {
 		pub := tasks.NewPublisher(d.Redis, names, log)
 		d.Planner = tasks.NewPlanner(d.DB, q, pub, store.QueueLimits{Total: 1000, PerProject: 1000}, log)
 		e.hub = tasks.NewHub(d.DB, d.Redis, names, log)
-		d.Hub, e.rdb = e.hub, d.Redis
+		d.Hub, e.rdb, d.RedisNamespace, e.ns = e.hub, d.Redis, ns, ns
 		if script != "" {
 			startWorker(t, d, q, pub, script)
 		}

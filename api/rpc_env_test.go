@@ -44,7 +44,7 @@ func newRPCEnv(t *testing.T, mod func(*api.Config)) *rpcEnv {
 	names := tasks.Names{Namespace: rc.Namespace}
 	q := tasks.NewQueue(rdb, names, time.Minute)
 	t.Cleanup(q.Close)
-	d := api.Deps{DB: e.db, Redis: rdb, Registry: prometheus.NewRegistry(), Version: "test",
+	d := api.Deps{DB: e.db, Redis: rdb, Registry: prometheus.NewRegistry(), Version: "test", RedisNamespace: rc.Namespace,
 		Planner: tasks.NewPlanner(e.db, q, tasks.NewPublisher(rdb, names, slog.Default()), store.QueueLimits{Total: 1000, PerProject: 1000}, slog.Default()),
 		Hub:     tasks.NewHub(e.db, rdb, names, slog.Default()), Events: tasks.NewEventHub(e.db, slog.Default())}
 	srv, err := api.New(cfg, api.DefaultAuthConfig(), d)

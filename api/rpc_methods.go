@@ -73,15 +73,17 @@ type pingResult struct {
 }
 
 type rpcSendParams struct {
-	Session string `json:"session"`
-	Text    string `json:"text"`
-	Turn    string `json:"turn,omitempty"`
+	Session string  `json:"session"`
+	Text    string  `json:"text"`
+	Turn    *string `json:"turn,omitempty"`
 	// Priority is interactive (the default) or batch.
 	Priority string `json:"priority,omitempty"`
 	// Traceparent and Tracestate are the client's W3C trace context: the
 	// turn's spans join the client's trace (ours; a new trace without).
 	Traceparent string `json:"traceparent,omitempty"`
 	Tracestate  string `json:"tracestate,omitempty"`
+	// Multitask is enqueue (the default), reject or interrupt.
+	Multitask string `json:"multitask,omitempty"`
 }
 
 type rpcCancelParams struct {
@@ -166,12 +168,16 @@ func (c *rpcConn) plannerCall(ctx context.Context, req rpcRequest) (any, error) 
 		return nil, err
 	}
 	if req.Method == methodSend {
+		turn, err := clientTurn(send.Turn)
+		if err != nil {
+			return nil, err
+		}
 		tctx, err := clientTrace(ctx, send.Traceparent, send.Tracestate)
 		if err != nil {
 			return nil, err
 		}
 		return c.srv.planner.Submit(tctx, store.HumanCaller(p), store.SendRequest{Session: session, Text: send.Text,
-			Turn: send.Turn, Priority: send.Priority})
+			Turn: turn, Priority: send.Priority, Multitask: send.Multitask})
 	}
 	if _, err := c.srv.planner.Cancel(ctx, store.HumanCaller(p), session, cancel.Turn); err != nil {
 		return nil, err

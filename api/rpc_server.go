@@ -50,14 +50,21 @@ const (
 	defaultStreamRecheck        = time.Minute
 )
 
+// validOrigin reports whether o is "*" or a browser origin such as
+// https://app.example.com.
+func validOrigin(o string) bool {
+	if o == "*" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/") &&
+		u.RawQuery == "" && u.User == nil && u.Fragment == ""
+}
+
 // validateRPC reports the first invalid server.rpc_* key.
 func (c Config) validateRPC() error {
 	for _, o := range c.RPCAllowedOrigins {
-		if o == "*" {
-			continue
-		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		if !validOrigin(o) {
 			return fmt.Errorf("server.rpc_allowed_origins: %q is not an origin such as https://app.example.com or \"*\"", o)
 		}
 	}

@@ -50,6 +50,9 @@ type Deps struct {
 	// *gateway.Upstreams, built from gateway.allowed_upstreams); nil checks
 	// only its form.
 	Upstreams UpstreamPolicy
+	// RedisNamespace prefixes the api's own Redis keys (stream tickets),
+	// as redis.namespace does the queue's.
+	RedisNamespace string
 	// Embedders embed search queries for the semantic leg of GET /search
 	// and the knowledge search, metered to the scope the store names; nil
 	// leaves those searches full-text and trigram only.
@@ -96,6 +99,9 @@ type Server struct {
 	rpcCfg   rpcSettings
 	rpcConns rpcRegistry
 	ready    *Readiness
+
+	// redisNamespace prefixes the api's Redis keys (Deps.RedisNamespace).
+	redisNamespace string
 }
 
 // New builds the api and registers its routes.
@@ -103,7 +109,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, log: d.Log,
+	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, redisNamespace: d.RedisNamespace, log: d.Log,
 		planner: d.Planner, hub: d.Hub, events: d.Events, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams,
 		embedders: d.Embedders, ready: NewReadiness(d.DB, d.Redis)}
 	if auth.OIDC.IssuerURL != "" {
@@ -249,7 +255,12 @@ func (s *Server) routes() {
 		s.mountMonitoring(s.monitoring)
 	}
 	s.registerRPC()
+	s.useCORS()                               // before authentication: a preflight carries no token
 	s.registerOpenAPI(s.app.Group("/api/v1")) // public: before the authenticated group
+	if s.planner != nil {
+		// An EventSource's stream, authenticated by a stream ticket.
+		s.app.Get("/api/v1/planner/sessions/:session/outputs", s.ticketStream)
+	}
 	v1 := s.app.Group("/api/v1", s.checkInput, s.authenticate)
 	s.registerV1(v1)
 	s.mountWebApp() // last: the browser app answers the paths no route took

@@ -36,53 +36,63 @@ func (db *DB) CancelTurns(ctx context.Context, caller Caller, sessionID, turnID 
 		}
 	}
 	var res CancelResult
-	err = db.txPipelined(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM planner_sessions WHERE id = $1 FOR UPDATE`, s.ID); err != nil {
-			return err
-		}
-		// A ready turn may have a task: the dispatcher enqueues without a
-		// mark in Postgres.
-		rows, err := tx.Query(ctx, `SELECT `+turnColumns+`, ready_at IS NOT NULL FROM planner_turns
-			WHERE session_id = $1 AND finished_at IS NULL AND ($2 = '' OR id::text = $2)
-			ORDER BY position DESC`, s.ID, turnID)
-		if err != nil {
-			return err
-		}
-		type open struct {
-			Turn
-			enqueued bool
-		}
-		turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (open, error) {
-			var o open
-			var err error
-			o.Turn, err = scanTurn(r, &o.enqueued)
-			return o, err
-		})
-		if err != nil {
-			return err
-		}
-		for _, t := range turns {
-			if _, err := tx.Exec(ctx, `UPDATE planner_turns SET cancel_requested = true WHERE id = $1`, t.ID); err != nil {
-				return err
-			}
-			if t.Status == TurnRunning {
-				res.Running = append(res.Running, t.ID)
-				continue
-			}
-			outs, next, err := db.finishTurn(ctx, tx, t.Turn, TurnOutcome{Status: TurnCancelled, Reason: ReasonCancelled})
-			if err != nil {
-				return err
-			}
-			res.Outputs = append(res.Outputs, outs...)
-			res.Next = next
-			if t.enqueued {
-				res.Dequeued = append(res.Dequeued, t.ID)
-			}
-		}
-		return nil
+	err = db.txPipelined(ctx, func(tx pgx.Tx) (err error) {
+		res, err = db.cancelOpen(ctx, tx, s.ID, turnID)
+		return err
 	})
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("store: cancel turns: %w", err)
+	}
+	return res, nil
+}
+
+// cancelOpen cancels one open turn of the session, or all of them when
+// turnID is empty, in the caller's transaction, which it makes hold the
+// session's row lock: queued turns end with done "cancelled", running ones
+// get the cancel flag.
+func (db *DB) cancelOpen(ctx context.Context, tx pgx.Tx, sessionID, turnID string) (CancelResult, error) {
+	var res CancelResult
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM planner_sessions WHERE id = $1 FOR UPDATE`, sessionID); err != nil {
+		return res, err
+	}
+	// A ready turn may have a task: the dispatcher enqueues without a
+	// mark in Postgres.
+	rows, err := tx.Query(ctx, `SELECT `+turnColumns+`, ready_at IS NOT NULL FROM planner_turns
+		WHERE session_id = $1 AND finished_at IS NULL AND ($2 = '' OR id::text = $2)
+		ORDER BY position DESC`, sessionID, turnID)
+	if err != nil {
+		return res, err
+	}
+	type open struct {
+		Turn
+		enqueued bool
+	}
+	turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (open, error) {
+		var o open
+		var err error
+		o.Turn, err = scanTurn(r, &o.enqueued)
+		return o, err
+	})
+	if err != nil {
+		return res, err
+	}
+	for _, t := range turns {
+		if _, err := tx.Exec(ctx, `UPDATE planner_turns SET cancel_requested = true WHERE id = $1`, t.ID); err != nil {
+			return res, err
+		}
+		if t.Status == TurnRunning {
+			res.Running = append(res.Running, t.ID)
+			continue
+		}
+		outs, next, err := db.finishTurn(ctx, tx, t.Turn, TurnOutcome{Status: TurnCancelled, Reason: ReasonCancelled})
+		if err != nil {
+			return res, err
+		}
+		res.Outputs = append(res.Outputs, outs...)
+		res.Next = next
+		if t.enqueued {
+			res.Dequeued = append(res.Dequeued, t.ID)
+		}
 	}
 	return res, nil
 }

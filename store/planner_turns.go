@@ -146,6 +146,9 @@ type SendResult struct {
 	Head bool `json:"-"`
 	// Existing is true when turnID named a turn already sent.
 	Existing bool `json:"-"`
+	// Interrupted is what a send with MultitaskInterrupt cancelled: its
+	// outputs to publish, tasks to delete and workers to nudge.
+	Interrupted CancelResult `json:"-"`
 }
 
 // MaxMessageRunes bounds a human message (SPEC §8).
@@ -166,15 +169,18 @@ func (db *DB) SendMessage(ctx context.Context, caller Caller, sessionID, text, t
 }
 
 // SendRequest is one human message to send: the session, the text, an
-// optional client turn id and the turn's priority ("" is interactive).
-// RequestID is the api request that sent it, for the turn's task;
-// TraceContext the trace of the send (W3C traceparent and tracestate), for
-// the spans of the processes that enqueue and run the turn.
+// optional client turn id (an idempotency key: CheckClientTurn), the
+// turn's priority ("" is interactive) and what to do while a turn of the
+// session is open (Multitask; "" enqueues). RequestID is the api request
+// that sent it, for the turn's task; TraceContext the trace of the send
+// (W3C traceparent and tracestate), for the spans of the processes that
+// enqueue and run the turn.
 type SendRequest struct {
 	Session      string
 	Text         string
 	Turn         string
 	Priority     string
+	Multitask    string
 	RequestID    string
 	TraceContext map[string]string
 }
@@ -197,12 +203,15 @@ func (db *DB) Send(ctx context.Context, caller Caller, req SendRequest, lim Queu
 	if n := utf8.RuneCountInString(text); n > MaxMessageRunes {
 		return SendResult{}, Errorf(CodeInvalid, "text: at most %d characters, got %d", MaxMessageRunes, n)
 	}
+	if !ValidMultitask(req.Multitask) {
+		return SendResult{}, Errorf(CodeInvalid, "multitask: must be %q, %q or %q, got %q",
+			MultitaskEnqueue, MultitaskReject, MultitaskInterrupt, req.Multitask)
+	}
 	if turnID == "" {
 		turnID = uuid.NewString()
-	} else if _, err := uuid.Parse(turnID); err != nil || !looksLikeUUID(turnID) {
-		return SendResult{}, Errorf(CodeInvalid, "turn: must be a UUID, got %q", turnID)
+	} else if err := CheckClientTurn(turnID); err != nil {
+		return SendResult{}, err
 	}
-	turnID = strings.ToLower(turnID)
 	if !looksLikeUUID(sessionID) {
 		return SendResult{}, Errorf(CodeNotFound, "session %q not found", sessionID)
 	}
@@ -244,17 +253,17 @@ const activeNow = `date_trunc('second', now())`
 // the message, the position of the turn and the cursor of its queued
 // output; it also returns what the permission check and the writes need of
 // the session and its project, finds a turn this session already sent with
-// the client's turn id ($2), and whether another session's turn has that
-// id. Those two are read as of the statement's start: a send racing for the
-// same id is caught by the unique indexes instead, and retried. The project
-// row is read, not locked.
+// the client's turn id ($2), and whether another turn has the id $3 (the
+// client's id when it is a UUID). Those two are read as of the statement's
+// start: a send racing for the same id is caught by the unique indexes
+// instead, and retried. The project row is read, not locked.
 const sendSession = `UPDATE planner_sessions s SET next_seq = s.next_seq + 1, next_turn = s.next_turn + 1,
 	next_cursor = s.next_cursor + 1, last_active_at = ` + activeNow + `, updated_at = now()
 	FROM projects p
 	WHERE s.id = $1 AND p.id = s.project_id
 	RETURNING s.next_seq - 1, s.next_turn - 1, s.next_cursor - 1, now(),
 		(SELECT t.id::text FROM planner_turns t WHERE t.session_id = $1 AND t.client_turn_id = $2),
-		EXISTS (SELECT 1 FROM planner_turns t WHERE t.id = $2),
+		EXISTS (SELECT 1 FROM planner_turns t WHERE t.id = $3),
 		s.project_id, p.key, p.organization_id`
 
 // sendAllocation is what sendSession returns.
@@ -263,7 +272,7 @@ type sendAllocation struct {
 	at                    time.Time
 	// sent is the turn this session already sent with the client's id.
 	sent *string
-	// taken is true when a turn of another session has the client's id.
+	// taken is true when another turn has the client's id as its own.
 	taken bool
 	// session has the ids and the project key of the session.
 	session Session
@@ -336,9 +345,20 @@ const fairAhead = `g AS (SELECT p.organization_id AS org, t.project_id AS projec
 // who may not send rolls back before anything is written.
 func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID string, lim QueueLimits) (SendResult, error) {
 	sessionID, text := req.Session, req.Text
+	key, own := clientTurnKey(turnID)
 	var res SendResult
 	err := db.txPipelined(ctx, func(tx pgx.Tx) error {
-		a, err := scanSendAllocation(tx.QueryRow(ctx, sendSession, sessionID, turnID), sessionID)
+		// An interrupt cancels first, so that the cancelled turns' done
+		// outputs come before the new turn's queued one; a caller who may
+		// not send rolls it back with the rest.
+		var interrupted CancelResult
+		if req.Multitask == MultitaskInterrupt {
+			var err error
+			if interrupted, err = db.cancelOpen(ctx, tx, sessionID, ""); err != nil {
+				return err
+			}
+		}
+		a, err := scanSendAllocation(tx.QueryRow(ctx, sendSession, sessionID, key, nullString(own)), sessionID)
 		if err != nil {
 			return notFound(err, "session %q", sessionID)
 		}
@@ -358,9 +378,14 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 			}
 			return errAlreadySent
 		}
-		// The turn takes the client's id unless another session's turn has it.
-		id := turnID
-		if a.taken {
+		if req.Multitask == MultitaskReject {
+			if err := refuseBusy(ctx, tx, s.ID); err != nil {
+				return err
+			}
+		}
+		// The turn takes the client's id when it is a UUID no other turn has.
+		id := own
+		if id == "" || a.taken {
 			id = uuid.NewString()
 		}
 		seq, position, cursor, at := a.seq, a.position, a.cursor, a.at
@@ -372,7 +397,7 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		}
 		var ahead, fair int64
 		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued, Seq: seq}
-		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, turnID,
+		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, key,
 			[]Block{{Type: BlockText, Text: text}}, cursor, out, at, db.direct, req.Priority, req.RequestID,
 			traceJSON(req.TraceContext)).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&ahead, &fair)
@@ -391,7 +416,8 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		queuedAt := ahead + fair
 		out.Position, out.CreatedAt = &queuedAt, at
 		out.Role, out.Content = "user", []Block{{Type: BlockText, Text: text}}
-		res = SendResult{Seq: seq, Turn: id, Position: queuedAt, Queued: out, Head: ahead == 0 && db.direct}
+		res = SendResult{Seq: seq, Turn: id, Position: queuedAt, Queued: out, Head: ahead == 0 && db.direct,
+			Interrupted: interrupted}
 		return nil
 	})
 	if errors.Is(err, errAlreadySent) {

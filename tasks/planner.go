@@ -72,6 +72,9 @@ func (p *Planner) Submit(ctx context.Context, caller store.Caller, req store.Sen
 	if err != nil || res.Existing {
 		return res, err
 	}
+	if req.Multitask == store.MultitaskInterrupt {
+		p.cancelled(ctx, req.Session, res.Interrupted)
+	}
 	p.pub.Publish(ctx, res.Queued)
 	if res.Head {
 		p.enqueue(ctx, req.Session, res.Turn)
@@ -118,6 +121,14 @@ func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn
 	if err != nil {
 		return res, err
 	}
+	p.cancelled(ctx, session, res)
+	return res, nil
+}
+
+// cancelled does what follows a committed cancel: it publishes the done
+// outputs, deletes the tasks of cancelled turns, nudges the workers of
+// running ones and enqueues the turn the cancel freed.
+func (p *Planner) cancelled(ctx context.Context, session string, res store.CancelResult) {
 	p.pub.Publish(ctx, res.Outputs...)
 	for _, id := range res.Dequeued {
 		if err := p.queue.Delete(id); err != nil {
@@ -128,5 +139,4 @@ func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn
 	if res.Next != "" {
 		p.Enqueue(ctx, session, res.Next)
 	}
-	return res, nil
 }

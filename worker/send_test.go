@@ -82,7 +82,8 @@ func TestSendRefusals(t *testing.T) {
 		{"queue full", "one more", "", store.QueueLimits{Total: 2, PerProject: 100}, store.CodeExhausted, "planner queue is full"},
 		{"blank", "  \n ", "", store.QueueLimits{}, store.CodeInvalid, "text: must not be blank"},
 		{"too long", strings.Repeat("é", store.MaxMessageRunes+1), "", store.QueueLimits{}, store.CodeInvalid, "at most 100000 characters"},
-		{"bad turn id", "hi", "turn-1", store.QueueLimits{}, store.CodeInvalid, "turn: must be a UUID"},
+		{"turn id too long", "hi", strings.Repeat("k", 256), store.QueueLimits{}, store.CodeInvalid, "turn: must be 1-255 printable ASCII characters, got 256 bytes"},
+		{"turn id with a newline", "hi", "turn-1\n", store.QueueLimits{}, store.CodeInvalid, "got byte 0x0a at offset 6"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,10 +75,20 @@ func (s State) String() string {
 // the client has reconnected (the server takes a turn id once), until ctx
 // ends.
 func (c *Client) Send(ctx context.Context, session, text, turn string) (SendResult, error) {
+	return c.SendMultitask(ctx, session, text, turn, "")
+}
+
+// SendMultitask is Send with what to do while a turn of the session is
+// open: "enqueue" (or ""), "reject" or "interrupt" (cancel the open turns
+// and run this one next).
+func (c *Client) SendMultitask(ctx context.Context, session, text, turn, multitask string) (SendResult, error) {
 	if turn == "" {
 		turn = uuid.NewString()
 	}
 	params := map[string]any{"session": session, "text": text, "turn": turn}
+	if multitask != "" {
+		params["multitask"] = multitask
+	}
 	for {
 		var res SendResult
 		cn, err := c.call(ctx, "planner.send", params, &res)

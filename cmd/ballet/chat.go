@@ -27,7 +27,9 @@ type chatOptions struct {
 
 // plannerConn is what the chat needs of the realtime connection.
 type plannerConn interface {
-	Send(ctx context.Context, session, text, turn string) (rpcclient.SendResult, error)
+	// SendMultitask sends text as turn; multitask "interrupt" stops the
+	// session's open turns first, "" queues it behind them.
+	SendMultitask(ctx context.Context, session, text, turn, multitask string) (rpcclient.SendResult, error)
 	Cancel(ctx context.Context, session, turn string) error
 }
 

@@ -21,6 +21,7 @@ var chatCommands = []struct{ name, usage, help string }{
 	{"/apply", "/apply", "apply, whole, the latest changeset proposed that waits for a decision"},
 	{"/apply", "/apply 1,3", "apply only those of its operations (numbered as shown; 2-4 is a range)"},
 	{"/reject", "/reject [reason]", "reject it, with an optional reason"},
+	{"/interrupt", "/interrupt text", "stop the running and queued turns and send text, which runs next"},
 	{"/help", "/help", "show this help"},
 }
 
@@ -83,6 +84,9 @@ func (m *chatModel) command(name, args string) tea.Cmd {
 		return m.decide("apply", chosen, "")
 	case "/reject":
 		return m.decide("reject", nil, args)
+	case "/interrupt": // with text it is a message (send)
+		m.tr.commandResult("chat: /interrupt needs the message to send, as in /interrupt text", true)
+		return nil
 	}
 	m.tr.commandResult(helpText(), false)
 	return nil

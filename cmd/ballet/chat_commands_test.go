@@ -73,7 +73,7 @@ func TestChatCommands(t *testing.T) {
 		{name: "all decided", typed: "/reject", sets: []store.Changeset{resetChangeset("cs1", "Password reset", store.ChangesetRejected)},
 			want: []string{"nothing to reject: every changeset proposed in this session is applied or rejected"}, not: []string{"✗"}},
 		{name: "help", typed: "/help", want: []string{"Commands (anything else you type is sent to the planner):",
-			"/apply 1,3", "/reject [reason]", "Ctrl-C cancels the running turn"}},
+			"/apply 1,3", "/reject [reason]", "/interrupt text", "Ctrl-C cancels the running turn"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,6 +123,39 @@ func TestChatSlashMessage(t *testing.T) {
 			drain(cmd)
 			if len(conn.sent) != 1 || conn.sent[0] != text || !strings.Contains(screenText(next.(chatModel).View()), "you › "+text) {
 				t.Fatalf("sent %q; screen:\n%s", conn.sent, screenText(next.(chatModel).View()))
+			}
+		})
+	}
+}
+
+// /interrupt text sends text with multitask interrupt (the server stops
+// the open turns and runs it next); without text it sends nothing.
+func TestChatInterrupt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, typed     string
+		sent, multitask []string
+		screen          string
+	}{
+		{"with text", "/interrupt   no, plan the login page first", []string{"no, plan the login page first"},
+			[]string{store.MultitaskInterrupt}, "you › no, plan the login page first"},
+		{"a message", "plan the login page", []string{"plan the login page"}, []string{""}, "you › plan the login page"},
+		{"without text", "/interrupt", nil, nil, "✗ chat: /interrupt needs the message to send, as in /interrupt text"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m, conn := newTestScreen(t)
+			m = feed(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(c.typed)})
+			next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+			if cmd != nil {
+				drain(cmd)
+			}
+			screen := screenText(next.(chatModel).View())
+			conn.mu.Lock()
+			defer conn.mu.Unlock()
+			if !slices.Equal(conn.sent, c.sent) || !slices.Equal(conn.multitask, c.multitask) || !strings.Contains(screen, c.screen) {
+				t.Fatalf("sent %q with %q, want %q with %q; screen:\n%s", conn.sent, conn.multitask, c.sent, c.multitask, screen)
 			}
 		})
 	}

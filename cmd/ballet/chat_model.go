@@ -231,14 +231,17 @@ func (m *chatModel) send() tea.Cmd {
 		return nil
 	}
 	m.ta.Reset()
-	if name, args, ok := parseCommand(text); ok {
+	multitask := ""
+	if name, args, ok := parseCommand(text); ok && name == "/interrupt" && args != "" {
+		text, multitask = args, store.MultitaskInterrupt
+	} else if ok {
 		return m.command(name, args)
 	}
 	turn := uuid.NewString()
 	m.open[turn] = true
 	m.tr.human(turn, text)
 	m.notice = ""
-	return m.queueSend(turn, text)
+	return m.queueSend(turn, text, multitask)
 }
 
 // apply adds an output to the transcript.

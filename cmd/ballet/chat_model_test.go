@@ -20,14 +20,16 @@ type fakeConn struct {
 	mu        sync.Mutex
 	sent      []string
 	turns     []string // the turn id of each of sent
+	multitask []string // the multitask of each of sent
 	cancelled []string
 }
 
-func (f *fakeConn) Send(_ context.Context, _, text, turn string) (rpcclient.SendResult, error) {
+func (f *fakeConn) SendMultitask(_ context.Context, _, text, turn, multitask string) (rpcclient.SendResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sent = append(f.sent, text)
 	f.turns = append(f.turns, turn)
+	f.multitask = append(f.multitask, multitask)
 	return rpcclient.SendResult{Turn: turn}, nil
 }
 

@@ -25,6 +25,8 @@ type outgoing struct {
 	// turn is the client turn id it is sent with, the same on every try,
 	// so that the server takes it once.
 	turn, text string
+	// multitask is "interrupt" for a message that stops the open turns.
+	multitask string
 	// tries counts its failed sends.
 	tries int
 }
@@ -54,8 +56,8 @@ type (
 
 // queueSend adds the composer's text to the outbox and starts sending it
 // unless an earlier message is on its way.
-func (m *chatModel) queueSend(turn, text string) tea.Cmd {
-	m.out.queue = append(m.out.queue, outgoing{turn: turn, text: text})
+func (m *chatModel) queueSend(turn, text, multitask string) tea.Cmd {
+	m.out.queue = append(m.out.queue, outgoing{turn: turn, text: text, multitask: multitask})
 	return m.sendNext()
 }
 
@@ -72,7 +74,7 @@ func (m *chatModel) sendNext() tea.Cmd {
 	next := m.out.queue[0]
 	conn, ctx, session := m.conn, m.ctx, m.tgt.session.ID
 	return func() tea.Msg {
-		res, err := conn.Send(ctx, session, next.text, next.turn)
+		res, err := conn.SendMultitask(ctx, session, next.text, next.turn, next.multitask)
 		return sentMsg{turn: next.turn, res: res, err: err}
 	}
 }

@@ -208,7 +208,7 @@ func sendInOrder(ctx context.Context, conn plannerConn, session string, jobs <-c
 			return
 		}
 		for {
-			res, err := conn.Send(ctx, session, job.text, job.turn)
+			res, err := conn.SendMultitask(ctx, session, job.text, job.turn, "")
 			hint, retry := sendRetry(err)
 			if err == nil || !retry || ctx.Err() != nil {
 				select {

@@ -163,7 +163,7 @@ func newFakePlanner(down, block bool) *fakePlanner {
 		tries: map[string]int{}, turns: map[string]map[string]bool{}}
 }
 
-func (f *fakePlanner) Send(ctx context.Context, _, text, turn string) (rpcclient.SendResult, error) {
+func (f *fakePlanner) SendMultitask(ctx context.Context, _, text, turn, _ string) (rpcclient.SendResult, error) {
 	f.mu.Lock()
 	f.tries[text]++
 	if f.turns[text] == nil {

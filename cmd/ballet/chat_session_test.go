@@ -65,7 +65,7 @@ type sessionConn struct {
 	turns []string
 }
 
-func (c *sessionConn) Send(_ context.Context, session, text, turn string) (rpcclient.SendResult, error) {
+func (c *sessionConn) SendMultitask(_ context.Context, session, text, turn, _ string) (rpcclient.SendResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sent = append(c.sent, session+" "+text)

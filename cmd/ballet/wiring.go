@@ -80,7 +80,7 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 	rt.logSearch(context.Background())
 	srv, err := api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
 		Version: version, Planner: planner, Hub: hub, Events: events, Monitoring: mon, Sealer: sealer, Upstreams: upstreams,
-		Embedders: rt.embedders("search:query")})
+		Embedders: rt.embedders("search:query"), RedisNamespace: rt.names().Namespace})
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ interface Outgoing {
   turn: string;
   text: string;
   state: "waiting" | "sending";
+  /** interrupt stops the session's running and queued turns first. */
+  interrupt?: boolean;
 }
 
 /** newTurnID is a random UUID (v4); crypto.randomUUID needs a secure
@@ -58,7 +60,7 @@ export function SessionPage(props: { project: string; id: string }) {
         m.state = "sending";
         rerender();
         try {
-          await socket().call("planner.send", { session: props.id, text: m.text, turn: m.turn });
+          await socket().call("planner.send", { session: props.id, text: m.text, turn: m.turn, ...(m.interrupt && { multitask: "interrupt" }) });
           outbox.current.shift();
         } catch (e: any) {
           if (lostConnection(e)) {
@@ -122,9 +124,9 @@ export function SessionPage(props: { project: string; id: string }) {
 
   useEffect(() => end.current?.scrollIntoView({ block: "end" }), [tr.entries.length, tr.entries[tr.entries.length - 1], outbox.current.length]);
 
-  const send = (text: string) => {
+  const send = (text: string, interrupt: boolean) => {
     setError("");
-    outbox.current.push({ turn: newTurnID(), text, state: "waiting" });
+    outbox.current.push({ turn: newTurnID(), text, state: "waiting", interrupt });
     rerender();
     flush();
   };
@@ -237,13 +239,13 @@ function TurnList(props: { turns: Turn[]; cancel: (turn: string) => void }) {
   );
 }
 
-function Composer(props: { send: (text: string) => void; running: boolean }) {
+function Composer(props: { send: (text: string, interrupt: boolean) => void; running: boolean }) {
   const [text, setText] = useState("");
-  const submit = () => {
+  const submit = (interrupt = false) => {
     const t = text.trim();
     if (!t) return;
     setText("");
-    props.send(t);
+    props.send(t, interrupt);
   };
   return (
     <form
@@ -267,6 +269,11 @@ function Composer(props: { send: (text: string) => void; running: boolean }) {
         }}
       />
       <button type="submit">Send</button>
+      {props.running && (
+        <button type="button" class="interrupt" title="Stop the running and queued turns and send this message now" onClick={() => submit(true)}>
+          Stop and send
+        </button>
+      )}
     </form>
   );
 }
