@@ -309,6 +309,9 @@ func (e *realtimeBench) steadyState(ctx context.Context, out io.Writer, open int
 			peak = max(peak, e.rssKiB())
 		}
 	}
+	if peak == 0 { // a hold shorter than a tick
+		peak = e.rssKiB()
+	}
 	cpu, gcs := cpuSeconds(pid)-cpu0, e.apiMetric("go_gc_duration_seconds_count")-gc0
 	perH := float64(peak-rss0) / float64(max(open, 1))
 	limit := "none"

@@ -65,13 +65,13 @@ func TestBenchRealtimePrintsTheTables(t *testing.T) {
 	t.Parallel()
 	url := storetest.URL(t)
 	out, stderr, code := ballet(t, []string{"BALLET_DATABASE_URL=" + url}, "bench", "realtime",
-		"--idle", "20", "--idle-hold", "1s", "--watchers", "3", "--rate", "60", "--shared-rate", "10", "--duration", "300ms", "--turns", "2")
+		"--idle", "20", "--idle-hold", "1s", "--api-memory-limit", "512MiB", "--watchers", "3", "--rate", "60", "--shared-rate", "10", "--duration", "300ms", "--turns", "2")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
 	for _, want := range []string{
 		"| sockets | opened in | api RSS at 0 | api RSS at N | RSS per socket |", "| 20 |",
-		"steady state after 1s of heartbeats: api RSS ",
+		"steady state over 1s of heartbeats (GOMEMLIMIT of the api: 512MiB): api RSS at most ",
 		"| watchers | sockets | published/s | frames/s | kind | frames | p50 | p90 | p99 | max | lagging |",
 		"| own session each | 3 |", "| one shared session | 3 |",
 		"| what | turns | p50 | p90 | p99 | max | note |",
