@@ -38,10 +38,8 @@ func TestWebAppShowsTheHumansSide(t *testing.T) {
 	pg.signIn(token)
 	composer := `textarea[aria-label="Message"]`
 	first := "Customers keep asking for password reset. What should we plan?"
-	pg.run("a new session", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), "Human side"+kb.Enter),
-		chromedp.WaitVisible(chromedp.CSS(composer)),
-		chromedp.SendKeys(chromedp.CSS(composer), first+kb.Enter))
+	pg.newSession(base, "Human side")
+	pg.run("send", chromedp.SendKeys(chromedp.CSS(composer), first+kb.Enter))
 	pg.until("the human's message shows in its turn", fmt.Sprintf(`%s === %q`, userTexts, `["`+first+`"]`))
 	// The closing answer holds after its first characters: the turn runs.
 	pg.until("the turn runs and streams", `!!document.querySelector('.turn[data-state=running]') && (document.querySelector('.msg.live')?.dataset.source ?? '').length >= 12`)

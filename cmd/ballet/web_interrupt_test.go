@@ -25,10 +25,8 @@ func TestWebAppStopAndSend(t *testing.T) {
 	pg.signIn(token)
 	composer := `textarea[aria-label="Message"]`
 	first := "Customers keep asking for password reset. What should we plan?"
-	pg.run("a new session", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), "Stop and send"+kb.Enter),
-		chromedp.WaitVisible(chromedp.CSS(composer)),
-		chromedp.SendKeys(chromedp.CSS(composer), first+kb.Enter))
+	pg.newSession(base, "Stop and send")
+	pg.run("send", chromedp.SendKeys(chromedp.CSS(composer), first+kb.Enter))
 	pg.until("the turn runs", `!!document.querySelector('.turn[data-state=running]')`)
 	if eval[bool](pg, `!!document.querySelector('form.composer button.interrupt')`) != true {
 		t.Fatal("no Stop and send button while the turn runs")
