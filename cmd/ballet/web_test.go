@@ -122,11 +122,10 @@ func (pg page) shot(name string) {
 	if os.Getenv("BALLET_SCREENSHOTS") != "1" {
 		return
 	}
-	// A full-page capture draws sticky bars where the viewport was, and
-	// leaves blank the turns out of view (content-visibility): the bars go
-	// back in the flow and every turn is drawn for the capture.
+	// A full-page capture draws sticky bars where the viewport was: they
+	// go back in the flow for the capture.
 	eval[any](pg, `(async () => { const s = document.createElement('style'); s.id = 'shot';
-		s.textContent = '.top, .dock { position: static !important; } .turn-block { content-visibility: visible !important; }';
+		s.textContent = '.top, .dock { position: static !important; }';
 		document.head.append(s); void document.documentElement.offsetHeight;
 		await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); })()`, chromedp.EvalAwaitPromise)
 	b, err := chromedp.Run(pg.ctx, chromedp.FullScreenshot(100))
@@ -135,6 +134,15 @@ func (pg page) shot(name string) {
 		pg.fail("screenshot "+name, err)
 	}
 	must(pg.t, os.WriteFile(filepath.Join("..", "..", "docs", "screenshots", name+".png"), b, 0o644))
+}
+
+// newSession opens the demo project's sessions page, creates a session
+// titled title and waits for its composer.
+func (pg page) newSession(base, title string) {
+	pg.t.Helper()
+	pg.run("a new session: "+title, chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), title+kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`textarea[aria-label="Message"]`)))
 }
 
 // signIn pastes the token into the open sign-in page and waits for the
@@ -186,9 +194,7 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.until("board without the new tickets", `![...document.querySelectorAll('.ticket')].some(e => e.innerText.includes('password reset endpoint'))`)
 
 	// A new session, and a message the demo model answers.
-	pg.run("sessions page", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), "Password reset"+kb.Enter),
-		chromedp.WaitVisible(chromedp.CSS(`textarea[aria-label="Message"]`)))
+	pg.newSession(base, "Password reset")
 	composer := `textarea[aria-label="Message"]`
 	pg.run("send", chromedp.SendKeys(chromedp.CSS(composer), "Customers keep asking for password reset. What should we plan?"+kb.Enter))
 	pg.until("the turn runs", `!!document.querySelector('.turn[data-state=running] .stop')`)
@@ -275,10 +281,8 @@ func TestWebAppInABrowser(t *testing.T) {
 	pg.shot("usage")
 
 	// Markdown injection from the model and from a knowledge entry is inert.
-	pg.run("injection session", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), "Injection"+kb.Enter),
-		chromedp.WaitVisible(chromedp.CSS(composer)),
-		chromedp.SendKeys(chromedp.CSS(composer), "INJECT something"+kb.Enter))
+	pg.newSession(base, "Injection")
+	pg.run("send", chromedp.SendKeys(chromedp.CSS(composer), "INJECT something"+kb.Enter))
 	pg.until("the injected answer", `[...document.querySelectorAll('.msg.assistant')].some(e => !e.dataset.source && e.innerText.includes('bold text'))`)
 	pg.until("the model's injection is inert", fmt.Sprintf(inertCheck, ".transcript"))
 	pg.run("knowledge", chromedp.Navigate(base+"/orgs/demo/knowledge"), chromedp.WaitVisible(chromedp.CSS("article.knowledge")))

@@ -8,7 +8,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
 )
 
 // turnScript defines window.__balletTurn(i): one whole turn applied to the
@@ -69,8 +68,7 @@ func rendererMetrics(ctx context.Context) (map[string]float64, error) {
 
 // TestWebTranscriptCostPerTurn: a session's page does the same work for a
 // turn whatever came before it. A delta renders the Markdown of the live
-// answer only, not of every entry before it, and off-screen turns are not
-// laid out again. It also reads the renderer's CPU per turn from turn 1 to
+// answer only, not of every entry before it. It also reads the renderer's CPU per turn from turn 1 to
 // turn 100 and logs it (docs/benchmarks.md, "Web app"); time is never
 // asserted.
 func TestWebTranscriptCostPerTurn(t *testing.T) {
@@ -82,9 +80,7 @@ func TestWebTranscriptCostPerTurn(t *testing.T) {
 	pg := page{t: t, ctx: ctx, p: p}
 	pg.run("open sign-in", chromedp.Navigate(base+"/"))
 	pg.signIn(token)
-	pg.run("a new session", chromedp.Navigate(base+"/projects/DEMO"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="Session title"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[aria-label="Session title"]`), "Long session"+kb.Enter),
-		chromedp.WaitVisible(chromedp.CSS(`textarea[aria-label="Message"]`)))
+	pg.newSession(base, "Long session")
 	eval[any](pg, turnScript)
 	if err := chromedp.Do(ctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 		_, err := cdp.Call(ctx, t, performance.Enable, performance.EnableParams{TimeDomain: performance.EnableTimeDomainThreadTicks})
