@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/balletplanner/ballet/chat"
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
@@ -126,7 +127,7 @@ func TestChat(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		dir := t.TempDir()
 		must(t, os.MkdirAll(filepath.Join(dir, ".dev"), 0o700))
-		must(t, os.WriteFile(filepath.Join(dir, demoTokenFile), []byte(s.token+"\n"), 0o600))
+		must(t, os.WriteFile(filepath.Join(dir, chat.DemoTokenFile), []byte(s.token+"\n"), 0o600))
 		// The first turn answers once the second line is queued behind it.
 		stop := make(chan struct{})
 		released := s.releaseOnceQueued(known, 2, stop)

@@ -10,7 +10,8 @@ import (
 
 // TestImportsGoOneWay checks the import graph with `go list`: the worker
 // links only the gateway's client package, never the gateway server or the
-// fake model, and no production package links the fake model but cmd.
+// fake model, no production package links the fake model but cmd, and the
+// terminal chat is a client of the api only.
 func TestImportsGoOneWay(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/balletplanner/ballet"
@@ -23,6 +24,8 @@ func TestImportsGoOneWay(t *testing.T) {
 		{"gateway", []string{mod + "/gateway/fakellm"}, []string{mod + "/gateway/llm"}},
 		{"api", []string{mod + "/gateway/fakellm"}, nil},
 		{"gateway/llm", []string{mod + "/gateway", mod + "/store"}, nil},
+		{"chat", []string{mod + "/api", mod + "/tasks", mod + "/worker", mod + "/gateway", mod + "/gateway/llm"},
+			[]string{mod + "/api/rpcclient"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"encoding/json"
@@ -116,7 +116,7 @@ func TestChatScreenTypedWhileATurnRuns(t *testing.T) {
 		outputMsg{Turn: "a", Type: store.OutputText, Text: "Let me look"},
 		tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("and the signup page")})
 	next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
-	m = next.(chatModel)
+	m = next.(model)
 	drain(cmd)
 	if len(conn.turns) != 1 {
 		t.Fatalf("sent %q", conn.sent)
@@ -179,7 +179,7 @@ func TestChatScreenShowsQueuedMessage(t *testing.T) {
 			if known == nil {
 				known = map[string]string{}
 			}
-			r := newChatRun(t, &fakeConn{}, newRESTClient(api.URL, "token"), known)
+			r := newScreenRun(t, &fakeConn{}, newRESTClient(api.URL, "token"), known)
 			r.watch()
 			r.output(c.out)
 			r.until("the message, or the one loaded over REST", func() bool {

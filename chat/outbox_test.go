@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ func TestChatSendsInOrder(t *testing.T) {
 			if c.refuse != "" {
 				f.refuse[c.refuse] = refusal
 			}
-			r := newChatRun(t, f, nil, map[string]string{})
+			r := newScreenRun(t, f, nil, map[string]string{})
 			r.m.retryBase = time.Millisecond
 			for _, text := range typed {
 				r.typeMessage(text)
@@ -113,12 +113,12 @@ func TestChatPlainSendsInOrder(t *testing.T) {
 			t.Parallel()
 			f := newFakePlanner(true, block)
 			f.feed = make(chan rpcclient.Output, 3*len(typed))
-			tgt := chatTarget{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1"}}
+			tgt := target{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1"}}
 			var out bytes.Buffer
 			done := make(chan error, 1)
 			go func() {
 				lines := readLines(t.Context(), strings.NewReader(strings.Join(typed, "\n")+"\n"))
-				done <- runPlainChat(t.Context(), f, fakeFeed{ch: f.feed}, nil, tgt,
+				done <- runPlain(t.Context(), f, fakeFeed{ch: f.feed}, nil, tgt,
 					plainIO{lines: lines, out: &out, errOut: io.Discard})
 			}()
 			storetest.WaitFor(t, "the first line to be sent, or the chat to end", func() bool {

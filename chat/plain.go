@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"bufio"
@@ -20,9 +20,9 @@ import (
 // with text, so that input without any connects to nothing and creates no
 // session; then it connects, creates the session of a new chat titled
 // from that line, prints "session: ID" first on out, and runs
-// runPlainChat.
+// runPlain.
 func runPiped(ctx context.Context, dial func(context.Context) (*rpcclient.Client, error), rest *restClient,
-	tgt chatTarget, in io.Reader, out, errOut io.Writer) error {
+	tgt target, in io.Reader, out, errOut io.Writer) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	lines := readLines(ctx, in)
@@ -49,7 +49,7 @@ func runPiped(ctx context.Context, dial func(context.Context) (*rpcclient.Client
 	if err != nil {
 		return err
 	}
-	return runPlainChat(ctx, c, w, c.States(), tgt, plainIO{first: first, lines: lines, out: out, errOut: errOut})
+	return runPlain(ctx, c, w, c.States(), tgt, plainIO{first: first, lines: lines, out: out, errOut: errOut})
 }
 
 // readLines delivers the lines of in, read in a goroutine of its own,
@@ -99,13 +99,13 @@ type plainIO struct {
 	out, errOut io.Writer
 }
 
-// runPlainChat sends first and then each line of lines as a message, and
+// runPlain sends first and then each line of lines as a message, and
 // prints the outputs of the turns it sent as lines; at the end of lines it
 // returns once they are all done. The lines are sent one after another in
 // the order read, each once the server took the one before it, while the
 // outputs keep being printed.
-func runPlainChat(ctx context.Context, conn plannerConn, w watchFeed, states <-chan rpcclient.State,
-	tgt chatTarget, pio plainIO) error {
+func runPlain(ctx context.Context, conn plannerConn, w watchFeed, states <-chan rpcclient.State,
+	tgt target, pio plainIO) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	lines, out := pio.lines, pio.out

@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"slices"
@@ -81,7 +81,7 @@ func TestChatCommands(t *testing.T) {
 			api, rest := newChangesetAPI(t, c.sets...)
 			api.refuse = c.refuse
 			conn := &fakeConn{}
-			r := newChatRun(t, conn, rest, map[string]string{})
+			r := newScreenRun(t, conn, rest, map[string]string{})
 			r.update(tea.WindowSizeMsg{Width: 200, Height: 80})
 			r.watch()
 			for _, cs := range c.sets {
@@ -121,8 +121,8 @@ func TestChatSlashMessage(t *testing.T) {
 			m = feed(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(text)})
 			next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 			drain(cmd)
-			if len(conn.sent) != 1 || conn.sent[0] != text || !strings.Contains(screenText(next.(chatModel).View()), "you › "+text) {
-				t.Fatalf("sent %q; screen:\n%s", conn.sent, screenText(next.(chatModel).View()))
+			if len(conn.sent) != 1 || conn.sent[0] != text || !strings.Contains(screenText(next.(model).View()), "you › "+text) {
+				t.Fatalf("sent %q; screen:\n%s", conn.sent, screenText(next.(model).View()))
 			}
 		})
 	}
@@ -151,7 +151,7 @@ func TestChatInterrupt(t *testing.T) {
 			if cmd != nil {
 				drain(cmd)
 			}
-			screen := screenText(next.(chatModel).View())
+			screen := screenText(next.(model).View())
 			conn.mu.Lock()
 			defer conn.mu.Unlock()
 			if !slices.Equal(conn.sent, c.sent) || !slices.Equal(conn.multitask, c.multitask) || !strings.Contains(screen, c.screen) {

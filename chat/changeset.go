@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func proposedChangeset(o rpcclient.Output) string {
 
 // showChangeset shows the changeset id, proposed in turn, under its tool
 // line, and loads its operations.
-func (m *chatModel) showChangeset(turn, id string) tea.Cmd {
+func (m *model) showChangeset(turn, id string) tea.Cmd {
 	if m.tr.changeset(turn, id) == nil || m.rest == nil {
 		return nil
 	}
@@ -82,7 +82,7 @@ func (m *chatModel) showChangeset(turn, id string) tea.Cmd {
 }
 
 // loaded shows a loaded changeset, or why it could not be loaded.
-func (m *chatModel) loaded(msg changesetMsg) {
+func (m *model) loaded(msg changesetMsg) {
 	v := m.tr.csByID[msg.id]
 	switch {
 	case v == nil:

@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"errors"
@@ -14,10 +14,10 @@ import (
 	"github.com/balletplanner/ballet/store"
 )
 
-// chatCommands are the commands typed in the composer: the chat runs them
+// commands are the commands typed in the composer: the chat runs them
 // and sends nothing. Any other text, one starting with "/" too, is a
 // message to the planner.
-var chatCommands = []struct{ name, usage, help string }{
+var commands = []struct{ name, usage, help string }{
 	{"/apply", "/apply", "apply, whole, the latest changeset proposed that waits for a decision"},
 	{"/apply", "/apply 1,3", "apply only those of its operations (numbered as shown; 2-4 is a range)"},
 	{"/reject", "/reject [reason]", "reject it, with an optional reason"},
@@ -25,7 +25,7 @@ var chatCommands = []struct{ name, usage, help string }{
 	{"/help", "/help", "show this help"},
 }
 
-// parseCommand splits text into a command of chatCommands and its
+// parseCommand splits text into a command of commands and its
 // arguments; ok is false when text is a message.
 func parseCommand(text string) (name, args string, ok bool) {
 	if !strings.HasPrefix(text, "/") {
@@ -35,7 +35,7 @@ func parseCommand(text string) (name, args string, ok bool) {
 	if i := strings.IndexFunc(text, unicode.IsSpace); i >= 0 {
 		name, args = text[:i], strings.TrimSpace(text[i:])
 	}
-	for _, c := range chatCommands {
+	for _, c := range commands {
 		if c.name == name {
 			return name, args, true
 		}
@@ -71,8 +71,8 @@ func parseOps(args string) ([]int, error) {
 	return slices.Compact(ops), nil
 }
 
-// command runs a command of chatCommands.
-func (m *chatModel) command(name, args string) tea.Cmd {
+// command runs a command of commands.
+func (m *model) command(name, args string) tea.Cmd {
 	m.notice = ""
 	switch name {
 	case "/apply":
@@ -96,7 +96,7 @@ func (m *chatModel) command(name, args string) tea.Cmd {
 func helpText() string {
 	var b strings.Builder
 	b.WriteString("Commands (anything else you type is sent to the planner):")
-	for _, c := range chatCommands {
+	for _, c := range commands {
 		fmt.Fprintf(&b, "\n  %-17s %s", c.usage, c.help)
 	}
 	b.WriteString("\nKeys: Enter sends · Alt+Enter or Ctrl+J new line · PgUp/PgDn scroll\n" +
@@ -106,7 +106,7 @@ func helpText() string {
 
 // pendingChangeset is the changeset proposed last in this session of those
 // not known to be applied or rejected, or nil.
-func (m *chatModel) pendingChangeset() *csView {
+func (m *model) pendingChangeset() *csView {
 	for _, v := range slices.Backward(m.tr.changesets) {
 		if v.cs == nil || v.cs.Status == store.ChangesetProposed {
 			return v
@@ -117,7 +117,7 @@ func (m *chatModel) pendingChangeset() *csView {
 
 // decide applies (the chosen operations of) or rejects the pending
 // changeset over REST, as the web app's changeset card does.
-func (m *chatModel) decide(verb string, chosen []int, reason string) tea.Cmd {
+func (m *model) decide(verb string, chosen []int, reason string) tea.Cmd {
 	v := m.pendingChangeset()
 	switch {
 	case v == nil && len(m.tr.changesets) == 0:
@@ -185,7 +185,7 @@ func checkChosen(cs *store.Changeset, chosen []int) error {
 }
 
 // decided shows the outcome of /apply or /reject.
-func (m *chatModel) decided(msg decidedMsg) {
+func (m *model) decided(msg decidedMsg) {
 	v := m.tr.csByID[msg.id]
 	if v != nil && msg.cs != nil {
 		v.cs, v.err = msg.cs, ""

@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -32,15 +32,15 @@ type (
 	humanTextMsg struct{ turn, text string }
 )
 
-// chatModel is the chat screen: the transcript, a status line and the composer.
-type chatModel struct {
+// model is the chat screen: the transcript, a status line and the composer.
+type model struct {
 	ctx      context.Context
 	conn     plannerConn
 	rest     *restClient // loads the text of turns another client sent
 	outputs  <-chan rpcclient.Output
 	watchErr func() error
 	states   <-chan rpcclient.State
-	tgt      chatTarget
+	tgt      target
 
 	width, height int
 	vp            viewport.Model
@@ -75,10 +75,10 @@ type watchFeed interface {
 	Err() error
 }
 
-// newChatModel is the chat screen of tgt, whose outputs w delivers; w is
+// newModel is the chat screen of tgt, whose outputs w delivers; w is
 // nil for a new session, which opener creates.
-func newChatModel(ctx context.Context, conn plannerConn, rest *restClient, w watchFeed,
-	states <-chan rpcclient.State, tgt chatTarget, opener sessionOpener) chatModel {
+func newModel(ctx context.Context, conn plannerConn, rest *restClient, w watchFeed,
+	states <-chan rpcclient.State, tgt target, opener sessionOpener) model {
 	ta := textarea.New()
 	ta.Placeholder = "Message the planner (Enter sends, Alt+Enter new line)"
 	ta.ShowLineNumbers = false
@@ -87,7 +87,7 @@ func newChatModel(ctx context.Context, conn plannerConn, rest *restClient, w wat
 	ta.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("alt+enter", "ctrl+j"))
 	ta.Focus()
 	sp := spinner.New(spinner.WithSpinner(spinner.Dot))
-	m := chatModel{ctx: ctx, conn: conn, rest: rest, states: states, tgt: tgt, opener: opener,
+	m := model{ctx: ctx, conn: conn, rest: rest, states: states, tgt: tgt, opener: opener,
 		ta: ta, spin: sp, md: newMarkdown(), vp: viewport.New(80, 20), open: map[string]bool{},
 		tr: newTranscript(), state: rpcclient.Connected}
 	if w != nil {
@@ -98,7 +98,9 @@ func newChatModel(ctx context.Context, conn plannerConn, rest *restClient, w wat
 	return m
 }
 
-func (m chatModel) Init() tea.Cmd {
+// Init starts the cursor, the spinner, the watch, the connection state
+// and the commands the history asked for.
+func (m model) Init() tea.Cmd {
 	cmds := []tea.Cmd{textarea.Blink, m.spin.Tick, waitOutput(m.outputs, m.watchErr), waitState(m.states)}
 	return tea.Batch(append(cmds, m.startup...)...)
 }
@@ -129,7 +131,8 @@ func waitState(ch <-chan rpcclient.State) tea.Cmd {
 	}
 }
 
-func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+// Update takes a key, a resize, an output or the result of a command.
+func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	var cmds []tea.Cmd
 	// Whether the newest lines are in view is decided before anything
 	// changes: a resize changes the viewport's height and the transcript's
@@ -206,7 +209,7 @@ func (m chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // interrupt cancels the running turn, or quits when nothing runs (no
 // session yet either) or when it follows another Ctrl-C closely.
-func (m chatModel) interrupt() (tea.Model, tea.Cmd) {
+func (m model) interrupt() (tea.Model, tea.Cmd) {
 	now := time.Now()
 	if len(m.open) == 0 || m.tgt.session.ID == "" || now.Sub(m.lastInterrupt) < quitWindow {
 		return m, tea.Quit
@@ -224,8 +227,8 @@ func (m chatModel) interrupt() (tea.Model, tea.Cmd) {
 }
 
 // send sends the composer's text as a new turn, after the messages typed
-// before it; a command (see chatCommands) runs here instead.
-func (m *chatModel) send() tea.Cmd {
+// before it; a command (see commands) runs here instead.
+func (m *model) send() tea.Cmd {
 	text := strings.TrimSpace(m.ta.Value())
 	if text == "" {
 		return nil
@@ -245,7 +248,7 @@ func (m *chatModel) send() tea.Cmd {
 }
 
 // apply adds an output to the transcript.
-func (m *chatModel) apply(o rpcclient.Output) tea.Cmd {
+func (m *model) apply(o rpcclient.Output) tea.Cmd {
 	var cmd tea.Cmd
 	changed := m.live.Add(store.Output{Turn: o.Turn, Type: o.Type, Cursor: o.Cursor, Text: o.Text,
 		Attempt: o.Attempt, TextAfter: o.TextAfter, TextEnd: o.TextEnd})
@@ -297,7 +300,7 @@ func (m *chatModel) apply(o rpcclient.Output) tea.Cmd {
 // output, which carries it; for a server that does not send it, the text
 // comes from the session loaded at the start or, for a turn sent since,
 // from the REST API.
-func (m *chatModel) showHuman(o rpcclient.Output) tea.Cmd {
+func (m *model) showHuman(o rpcclient.Output) tea.Cmd {
 	if text := blocksText(o.Content); text != "" {
 		m.tr.human(o.Turn, text)
 		return nil
@@ -311,7 +314,7 @@ func (m *chatModel) showHuman(o rpcclient.Output) tea.Cmd {
 }
 
 // loadHuman fetches the text of a turn sent by another client.
-func (m *chatModel) loadHuman(turn string) tea.Cmd {
+func (m *model) loadHuman(turn string) tea.Cmd {
 	rest, ctx, id := m.rest, m.ctx, m.tgt.session.ID
 	return func() tea.Msg {
 		s, err := rest.session(ctx, id)
@@ -343,7 +346,7 @@ var (
 )
 
 // layout sizes the parts to the window.
-func (m *chatModel) layout() {
+func (m *model) layout() {
 	m.ta.SetWidth(max(m.width, 10))
 	m.vp.Width = max(m.width, 10)
 	m.vp.Height = max(m.height-1-1-m.ta.Height(), 1)
@@ -351,20 +354,20 @@ func (m *chatModel) layout() {
 
 // following says whether the newest lines are in view: the human did not
 // scroll up.
-func (m *chatModel) following() bool {
+func (m *model) following() bool {
 	return m.vp.AtBottom() || m.vp.TotalLineCount() <= m.vp.Height
 }
 
 // refresh renders the transcript into the viewport, and shows its end when
 // follow (see following, taken before the change).
-func (m *chatModel) refresh(follow bool) {
+func (m *model) refresh(follow bool) {
 	m.vp.SetContent(m.tr.render(max(m.width, 10), m.md, strings.TrimSpace(m.spin.View())))
 	if follow {
 		m.vp.GotoBottom()
 	}
 }
 
-func (m chatModel) status() string {
+func (m model) status() string {
 	switch {
 	case m.state == rpcclient.Closed:
 		return bannerStyle.Render(" connection closed ")
@@ -378,7 +381,8 @@ func (m chatModel) status() string {
 	return dim.Render("Enter sends · Alt+Enter new line · PgUp/PgDn scroll · /help · Ctrl-C quits")
 }
 
-func (m chatModel) View() string {
+// View is the header, the transcript, the status line and the composer.
+func (m model) View() string {
 	header := headerStyle.Render(fmt.Sprintf("ballet chat · %s · %s", m.tgt.project.Key, sessionLabel(m.tgt.session)))
 	return header + "\n" + m.vp.View() + "\n" + m.status() + "\n" + m.ta.View()
 }

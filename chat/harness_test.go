@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 	"github.com/balletplanner/ballet/store/storetest"
 )
 
-// chatRun runs a chat screen as Bubble Tea does: each command in a
+// screenRun runs a chat screen as Bubble Tea does: each command in a
 // goroutine of its own, and each message it returns through Update, one
 // at a time, on the test's goroutine.
-type chatRun struct {
+type screenRun struct {
 	t    *testing.T
-	m    chatModel
+	m    model
 	feed chan rpcclient.Output
 	msgs chan tea.Msg
 	// running counts the commands that have not returned yet.
@@ -29,20 +29,20 @@ type chatRun struct {
 	stop    chan struct{}
 }
 
-// newChatRun is a chat screen of session s1 on conn, 100×60, with no
+// newScreenRun is a chat screen of session s1 on conn, 100×60, with no
 // command run yet.
-func newChatRun(t *testing.T, conn plannerConn, rest *restClient, human map[string]string) *chatRun {
+func newScreenRun(t *testing.T, conn plannerConn, rest *restClient, human map[string]string) *screenRun {
 	t.Helper()
-	tgt := chatTarget{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"}, human: human}
-	r := &chatRun{t: t, feed: make(chan rpcclient.Output), msgs: make(chan tea.Msg, 1024), stop: make(chan struct{})}
-	r.m = newChatModel(t.Context(), conn, rest, fakeFeed{ch: r.feed}, nil, tgt, nil)
+	tgt := target{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"}, human: human}
+	r := &screenRun{t: t, feed: make(chan rpcclient.Output), msgs: make(chan tea.Msg, 1024), stop: make(chan struct{})}
+	r.m = newModel(t.Context(), conn, rest, fakeFeed{ch: r.feed}, nil, tgt, nil)
 	t.Cleanup(func() { close(r.stop) })
 	r.update(tea.WindowSizeMsg{Width: 100, Height: 60})
 	return r
 }
 
 // update hands msg to the screen and runs the command it returns.
-func (r *chatRun) update(msg tea.Msg) {
+func (r *screenRun) update(msg tea.Msg) {
 	if b, ok := msg.(tea.BatchMsg); ok {
 		for _, cmd := range b {
 			r.exec(cmd)
@@ -50,11 +50,11 @@ func (r *chatRun) update(msg tea.Msg) {
 		return
 	}
 	next, cmd := r.m.Update(msg)
-	r.m = next.(chatModel)
+	r.m = next.(model)
 	r.exec(cmd)
 }
 
-func (r *chatRun) exec(cmd tea.Cmd) {
+func (r *screenRun) exec(cmd tea.Cmd) {
 	if cmd == nil {
 		return
 	}
@@ -71,10 +71,10 @@ func (r *chatRun) exec(cmd tea.Cmd) {
 }
 
 // watch starts reading the outputs that output sends.
-func (r *chatRun) watch() { r.exec(waitOutput(r.m.outputs, r.m.watchErr)) }
+func (r *screenRun) watch() { r.exec(waitOutput(r.m.outputs, r.m.watchErr)) }
 
 // output sends o to the screen's watch, which watch started.
-func (r *chatRun) output(o rpcclient.Output) {
+func (r *screenRun) output(o rpcclient.Output) {
 	r.t.Helper()
 	for {
 		select {
@@ -89,17 +89,17 @@ func (r *chatRun) output(o rpcclient.Output) {
 }
 
 // typeMessage types text into the composer and presses Enter.
-func (r *chatRun) typeMessage(text string) {
+func (r *screenRun) typeMessage(text string) {
 	r.update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(text)})
 	r.update(tea.KeyMsg{Type: tea.KeyEnter})
 }
 
 // screen is what the terminal shows now.
-func (r *chatRun) screen() string { return screenText(r.m.View()) }
+func (r *screenRun) screen() string { return screenText(r.m.View()) }
 
 // until runs the screen's messages until cond holds, and fails the test
 // when it does not within storetest.WaitTimeout.
-func (r *chatRun) until(what string, cond func() bool) {
+func (r *screenRun) until(what string, cond func() bool) {
 	r.t.Helper()
 	deadline := time.Now().Add(storetest.WaitTimeout)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -129,7 +129,7 @@ func (r *chatRun) until(what string, cond func() bool) {
 
 // idle says whether every command still running waits in a send of f, and
 // no message waits for Update.
-func (r *chatRun) idle(f *fakePlanner) bool {
+func (r *screenRun) idle(f *fakePlanner) bool {
 	n := f.waiting()
 	return n > 0 && int64(n) == r.running.Load() && len(r.msgs) == 0
 }

@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 
 // pickTarget finds the session from the flags, asking in a list for what
 // they leave open: the project, then an existing session or a new one.
-func pickTarget(ctx context.Context, rest *restClient, o chatOptions) (chatTarget, error) {
-	if o.session != "" {
-		return sessionTarget(ctx, rest, o.session)
+func pickTarget(ctx context.Context, rest *restClient, o Options) (target, error) {
+	if o.Session != "" {
+		return sessionTarget(ctx, rest, o.Session)
 	}
-	p, list, err := projectFromFlags(ctx, rest, o.project)
+	p, list, err := projectFromFlags(ctx, rest, o.Project)
 	if err != nil {
-		return chatTarget{}, err
+		return target{}, err
 	}
 	if p.Key == "" {
 		labels := make([]string, len(list))
@@ -29,16 +29,16 @@ func pickTarget(ctx context.Context, rest *restClient, o chatOptions) (chatTarge
 		}
 		i, err := pick(ctx, "Pick a project", labels)
 		if err != nil || i < 0 {
-			return chatTarget{}, err
+			return target{}, err
 		}
 		p = list[i]
 	}
-	if o.newSession {
+	if o.New {
 		return newSessionTarget(p), nil
 	}
 	sessions, err := rest.sessions(ctx, p.Key)
 	if err != nil {
-		return chatTarget{}, err
+		return target{}, err
 	}
 	if len(sessions) == 0 {
 		return newSessionTarget(p), nil
@@ -54,7 +54,7 @@ func pickTarget(ctx context.Context, rest *restClient, o chatOptions) (chatTarge
 	i, err := pick(ctx, "Pick a session of "+p.Key, labels)
 	switch {
 	case err != nil || i < 0:
-		return chatTarget{}, err
+		return target{}, err
 	case i == 0:
 		return newSessionTarget(p), nil
 	}
@@ -93,8 +93,10 @@ type pickerModel struct {
 	height int
 }
 
+// Init does nothing: the list waits for keys.
 func (m pickerModel) Init() tea.Cmd { return nil }
 
+// Update moves the cursor, chooses, or leaves the list.
 func (m pickerModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
@@ -127,6 +129,8 @@ var (
 	dim        = lipgloss.NewStyle().Faint(true)
 )
 
+// View is the title and the list, the chosen line marked; nothing once
+// a line is chosen.
 func (m pickerModel) View() string {
 	if m.chosen >= 0 {
 		return ""

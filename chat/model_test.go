@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -45,20 +45,20 @@ type fakeFeed struct{ ch chan rpcclient.Output }
 func (f fakeFeed) Outputs() <-chan rpcclient.Output { return f.ch }
 func (f fakeFeed) Err() error                       { return nil }
 
-func newTestScreen(t *testing.T) (chatModel, *fakeConn) {
+func newTestScreen(t *testing.T) (model, *fakeConn) {
 	t.Helper()
 	conn := &fakeConn{}
-	tgt := chatTarget{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"},
+	tgt := target{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"},
 		human: map[string]string{"t1": "find auth"}}
-	m := newChatModel(context.Background(), conn, nil, fakeFeed{ch: make(chan rpcclient.Output)}, nil, tgt, nil)
+	m := newModel(context.Background(), conn, nil, fakeFeed{ch: make(chan rpcclient.Output)}, nil, tgt, nil)
 	next, _ := m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
-	return next.(chatModel), conn
+	return next.(model), conn
 }
 
-func feed(m chatModel, msgs ...tea.Msg) chatModel {
+func feed(m model, msgs ...tea.Msg) model {
 	for _, msg := range msgs {
 		next, _ := m.Update(msg)
-		m = next.(chatModel)
+		m = next.(model)
 	}
 	return m
 }
@@ -157,7 +157,7 @@ func TestChatScreenCtrlC(t *testing.T) {
 	}
 	m = feed(m, outputMsg{Turn: "t1", Type: "queued", Position: pos(0)}, outputMsg{Turn: "t1", Type: "started"})
 	next, cmd := m.Update(ctrlC)
-	m = next.(chatModel)
+	m = next.(model)
 	if cmd == nil {
 		t.Fatal("Ctrl-C while a turn runs did nothing")
 	}
@@ -184,7 +184,7 @@ func TestChatScreenComposer(t *testing.T) {
 		m = feed(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
 	}
 	next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
-	m = next.(chatModel)
+	m = next.(model)
 	if cmd == nil {
 		t.Fatal("Enter sent nothing")
 	}
@@ -195,7 +195,7 @@ func TestChatScreenComposer(t *testing.T) {
 	if screen := screenText(m.View()); !strings.Contains(screen, "you › first\n      second") || !strings.Contains(screen, "answering") {
 		t.Fatalf("screen:\n%s", screen)
 	}
-	if next, _ := m.Update(tea.KeyMsg{Type: tea.KeyEnter}); len(conn.sent) != 1 || next.(chatModel).ta.Value() != "" {
+	if next, _ := m.Update(tea.KeyMsg{Type: tea.KeyEnter}); len(conn.sent) != 1 || next.(model).ta.Value() != "" {
 		t.Fatalf("an empty composer sent %q", conn.sent)
 	}
 }
@@ -214,7 +214,7 @@ func TestChatScreenTakesBurstsAsText(t *testing.T) {
 	}
 	next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	drain(cmd)
-	if len(conn.sent) != 1 || conn.sent[0] != "enter down up home end pgdown ctrl+c" || next.(chatModel).ta.Value() != "" {
+	if len(conn.sent) != 1 || conn.sent[0] != "enter down up home end pgdown ctrl+c" || next.(model).ta.Value() != "" {
 		t.Fatalf("sent %q", conn.sent)
 	}
 }

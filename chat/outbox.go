@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -56,14 +56,14 @@ type (
 
 // queueSend adds the composer's text to the outbox and starts sending it
 // unless an earlier message is on its way.
-func (m *chatModel) queueSend(turn, text, multitask string) tea.Cmd {
+func (m *model) queueSend(turn, text, multitask string) tea.Cmd {
 	m.out.queue = append(m.out.queue, outgoing{turn: turn, text: text, multitask: multitask})
 	return m.sendNext()
 }
 
 // sendNext sends the outbox's first message when nothing is being sent;
 // in a new chat it first opens the session.
-func (m *chatModel) sendNext() tea.Cmd {
+func (m *model) sendNext() tea.Cmd {
 	if m.out.sending || len(m.out.queue) == 0 {
 		return nil
 	}
@@ -83,7 +83,7 @@ func (m *chatModel) sendNext() tea.Cmd {
 // refusal for good (shown under the message), the next message goes; a
 // failure worth another try keeps the message first and tries it again,
 // with its turn id, after a wait.
-func (m *chatModel) sent(msg sentMsg) tea.Cmd {
+func (m *model) sent(msg sentMsg) tea.Cmd {
 	if len(m.out.queue) == 0 || m.out.queue[0].turn != msg.turn {
 		return nil // no send of this message is running
 	}
@@ -114,7 +114,7 @@ func (m *chatModel) sent(msg sentMsg) tea.Cmd {
 }
 
 // resend tries the outbox's first message again.
-func (m *chatModel) resend(msg resendMsg) tea.Cmd {
+func (m *model) resend(msg resendMsg) tea.Cmd {
 	if len(m.out.queue) == 0 || m.out.queue[0].turn != msg.turn {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"encoding/json"
@@ -61,11 +61,11 @@ func TestChatScreenOpensHistory(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			_, rest := newChangesetAPI(t, resetChangeset("cs1", "Password reset", store.ChangesetProposed))
-			tgt := chatTarget{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"},
+			tgt := target{project: store.Project{Key: "DEMO"}, session: store.Session{ID: "s1", Title: "Plan"},
 				human: map[string]string{}, history: c.history}
-			r := &chatRun{t: t, feed: make(chan rpcclient.Output), msgs: make(chan tea.Msg, 1024), stop: make(chan struct{})}
+			r := &screenRun{t: t, feed: make(chan rpcclient.Output), msgs: make(chan tea.Msg, 1024), stop: make(chan struct{})}
 			t.Cleanup(func() { close(r.stop) })
-			r.m = newChatModel(t.Context(), &fakeConn{}, rest, fakeFeed{ch: r.feed}, nil, tgt, nil)
+			r.m = newModel(t.Context(), &fakeConn{}, rest, fakeFeed{ch: r.feed}, nil, tgt, nil)
 			// The first screen, before anything came from the watch.
 			r.update(tea.WindowSizeMsg{Width: 100, Height: 40})
 			if first := r.screen(); strings.Contains(first, "answering") != slices.Contains(c.want, "answering · Ctrl-C cancels") {

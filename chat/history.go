@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func lastCursor(outs []rpcclient.Output) int64 {
 // applyHistory shows the session's stored outputs at once, before the
 // screen is first drawn, and keeps the commands they ask for (loading a
 // changeset, a message an older server's output lacks) for Init.
-func (m *chatModel) applyHistory(outs []rpcclient.Output) {
+func (m *model) applyHistory(outs []rpcclient.Output) {
 	for _, o := range outs {
 		if cmd := m.apply(o); cmd != nil {
 			m.startup = append(m.startup, cmd)
@@ -57,13 +57,13 @@ func (m *chatModel) applyHistory(outs []rpcclient.Output) {
 	}
 }
 
-// runChatTUI runs the chat screen until the human quits. An existing
+// runScreen runs the chat screen until the human quits. An existing
 // session shows its history, loaded over REST, and is watched after it; a
 // new one is watched from the start once the first message created it.
-func runChatTUI(ctx context.Context, c *rpcclient.Client, rest *restClient, tgt chatTarget) error {
-	var m chatModel
+func runScreen(ctx context.Context, c *rpcclient.Client, rest *restClient, tgt target) error {
+	var m model
 	if tgt.session.ID == "" {
-		m = newChatModel(ctx, c, rest, nil, c.States(), tgt, newSessionOpener(rest, c, tgt.project))
+		m = newModel(ctx, c, rest, nil, c.States(), tgt, newSessionOpener(rest, c, tgt.project))
 	} else {
 		hist, err := rest.history(ctx, tgt.session.ID)
 		if err != nil {
@@ -74,7 +74,7 @@ func runChatTUI(ctx context.Context, c *rpcclient.Client, rest *restClient, tgt 
 			return err
 		}
 		tgt.history = hist
-		m = newChatModel(ctx, c, rest, w, c.States(), tgt, nil)
+		m = newModel(ctx, c, rest, w, c.States(), tgt, nil)
 	}
 	if _, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx)).Run(); err != nil {
 		return fmt.Errorf("chat: %w", err)

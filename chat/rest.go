@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"bytes"
@@ -32,6 +32,8 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
+// Error says what the api refused; a refused token says how to pass
+// another.
 func (e *apiError) Error() string {
 	if e.Code == string(store.CodeUnauthenticated) {
 		return fmt.Sprintf("the api refused the token (unauthenticated: %s); pass a valid --token or $BALLET_TOKEN", e.Message)

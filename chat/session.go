@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"context"
@@ -99,7 +99,7 @@ type openedMsg struct {
 
 // openSession opens the session of a new chat for the outbox's first
 // message, unless it is being opened.
-func (m *chatModel) openSession() tea.Cmd {
+func (m *model) openSession() tea.Cmd {
 	if m.opening || m.opener == nil || len(m.out.queue) == 0 {
 		return nil
 	}
@@ -116,7 +116,7 @@ func (m *chatModel) openSession() tea.Cmd {
 // read and the outbox's messages go to it. When it could not be opened,
 // the messages waiting for it say why, and the next message typed tries
 // again.
-func (m *chatModel) opened(msg openedMsg) tea.Cmd {
+func (m *model) opened(msg openedMsg) tea.Cmd {
 	m.opening = false
 	m.notice = ""
 	if msg.err != nil {

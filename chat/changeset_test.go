@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"encoding/json"
@@ -160,7 +160,7 @@ func TestChatScreenShowsProposedChangeset(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			api, rest := newChangesetAPI(t, withUpdate)
-			r := newChatRun(t, &fakeConn{}, rest, map[string]string{})
+			r := newScreenRun(t, &fakeConn{}, rest, map[string]string{})
 			r.update(tea.WindowSizeMsg{Width: 160, Height: 60})
 			r.watch()
 			for _, o := range c.outs {
