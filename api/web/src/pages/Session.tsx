@@ -1,11 +1,12 @@
 // A planner session over /rpc: the transcript, the streaming answer, tool
 // calls, queued turns, the composer and automatic resume.
 import { Component } from "preact";
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { get, type Session } from "../api";
 import { socket } from "../rpcclient";
 import { RpcError, type ConnState } from "../rpc";
 import { Transcript, type Entry, type Output, type Turn, type TurnState } from "../transcript";
+import { useTurnWindow } from "../turnwindow";
 import { Markdown } from "../ui";
 import { ChangesetCard } from "./Changesets";
 
@@ -122,10 +123,16 @@ export function SessionPage(props: { project: string; id: string }) {
     };
   }, [props.id]);
 
-  useEffect(() => end.current?.scrollIntoView({ block: "end" }), [tr.entries.length, tr.entries[tr.entries.length - 1], outbox.current.length]);
+  // The page holds the last turns only; the earlier ones as the human
+  // scrolls up. Scrolled to its end, it stays there as the transcript grows.
+  const win = useTurnWindow(props.id, tr.blocks(), end);
+  useLayoutEffect(() => {
+    if (win.follow.current) end.current?.scrollIntoView({ block: "end" });
+  }, [tr.entries.length, tr.entries[tr.entries.length - 1], outbox.current.length]);
 
   const send = (text: string, interrupt: boolean) => {
     setError("");
+    win.follow.current = true; // the human's own message comes into view
     outbox.current.push({ turn: newTurnID(), text, state: "waiting", interrupt });
     rerender();
     flush();
@@ -139,7 +146,7 @@ export function SessionPage(props: { project: string; id: string }) {
   // A message the server took shows in its turn's block; until then, here.
   const pending = outbox.current.filter((m) => !tr.turns.has(m.turn));
   return (
-    <section class="session" data-cursor={tr.cursor} data-resumes={resumes}>
+    <section class="session" data-cursor={tr.cursor} data-resumes={resumes} data-turns={win.shown.length + win.hidden}>
       <h1>{session?.title || "Session"}</h1>
       {conn !== "open" && (
         <div class="banner" role="status" data-testid="conn-banner">
@@ -149,8 +156,15 @@ export function SessionPage(props: { project: string; id: string }) {
         </div>
       )}
       {error && <div class="error" role="alert">{error}</div>}
-      <ol class="transcript" aria-live="polite">
-        {tr.blocks().map((b) => (
+      {win.hidden > 0 && (
+        <div class="earlier" ref={win.top}>
+          <button type="button" onClick={win.earlier}>
+            Show earlier turns ({win.hidden} more)
+          </button>
+        </div>
+      )}
+      <ol class="transcript" aria-live="polite" ref={win.list}>
+        {win.shown.map((b) => (
           <TurnBlock key={b.turn.id} id={b.turn.id} state={b.turn.state} entries={b.entries} />
         ))}
         {pending.map((m) => (
