@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"strconv"
 	"strings"
 
@@ -73,6 +74,9 @@ type sendRequest struct {
 	// Multitask is what to do while a turn of the session is open:
 	// enqueue (the default), reject or interrupt.
 	Multitask string `json:"multitask"`
+	// Webhook is an optional URL POSTed once the turn ends (turn.done),
+	// signed with the Standard Webhooks scheme; WebhookPolicy checks it.
+	Webhook *string `json:"webhook"`
 }
 
 // sendMessage is the REST twin of planner.send: 202 {seq, turn, position}.
@@ -85,6 +89,10 @@ func (s *Server) sendMessage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	hook, err := s.checkWebhook(c.UserContext(), req.Webhook)
+	if err != nil {
+		return err
+	}
 	// The client's traceparent and tracestate, when it sent them and
 	// tracing is on, make the turn's spans part of its trace.
 	ctx := c.UserContext()
@@ -93,7 +101,7 @@ func (s *Server) sendMessage(c *fiber.Ctx) error {
 		ctx = tracing.FromHeaders(ctx, func(k string) string { return strings.Clone(c.Get(k)) })
 	}
 	res, err := s.planner.Submit(ctx, caller(c), store.SendRequest{Session: c.Params("session"),
-		Text: req.Text, Turn: turn, Priority: req.Priority, Multitask: req.Multitask})
+		Text: req.Text, Turn: turn, Priority: req.Priority, Multitask: req.Multitask, Webhook: hook})
 	if err != nil {
 		return err
 	}
@@ -108,6 +116,25 @@ func clientTurn(turn *string) (string, error) {
 		return "", nil
 	}
 	return *turn, store.CheckClientTurn(*turn)
+}
+
+// WebhookPolicy decides which webhook URL a send may name: nil, else an
+// invalid_argument error that says why. The *webhooks.Policy of
+// webhooks.allowed_hosts is one.
+type WebhookPolicy interface {
+	CheckWebhook(ctx context.Context, raw string) error
+}
+
+// checkWebhook is a send's webhook: none when left out, else one the
+// server's policy allows (an empty one is refused, not taken for none).
+func (s *Server) checkWebhook(ctx context.Context, raw *string) (string, error) {
+	switch {
+	case raw == nil:
+		return "", nil
+	case s.webhooks == nil:
+		return "", store.Errorf(store.CodeInvalid, "webhook: this server allows no webhooks (webhooks.allowed_hosts is empty)")
+	}
+	return *raw, s.webhooks.CheckWebhook(ctx, *raw)
 }
 
 type cancelRequest struct {

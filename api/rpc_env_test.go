@@ -33,6 +33,12 @@ type rpcEnv struct {
 
 func newRPCEnv(t *testing.T, mod func(*api.Config)) *rpcEnv {
 	t.Helper()
+	return newRPCEnvWith(t, mod, nil)
+}
+
+// newRPCEnvWith is newRPCEnv whose server's dependencies deps changes.
+func newRPCEnvWith(t *testing.T, mod func(*api.Config), deps func(*api.Deps)) *rpcEnv {
+	t.Helper()
 	e := newEnv(t)
 	rdb, rc := taskstest.New(t)
 	cfg := api.DefaultConfig()
@@ -47,6 +53,9 @@ func newRPCEnv(t *testing.T, mod func(*api.Config)) *rpcEnv {
 	d := api.Deps{DB: e.db, Redis: rdb, Registry: prometheus.NewRegistry(), Version: "test", RedisNamespace: rc.Namespace,
 		Planner: tasks.NewPlanner(e.db, q, tasks.NewPublisher(rdb, names, slog.Default()), store.QueueLimits{Total: 1000, PerProject: 1000}, slog.Default()),
 		Hub:     tasks.NewHub(e.db, rdb, names, slog.Default()), Events: tasks.NewEventHub(e.db, slog.Default())}
+	if deps != nil {
+		deps(&d)
+	}
 	srv, err := api.New(cfg, api.DefaultAuthConfig(), d)
 	if err != nil {
 		t.Fatal(err)

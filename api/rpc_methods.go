@@ -84,6 +84,8 @@ type rpcSendParams struct {
 	Tracestate  string `json:"tracestate,omitempty"`
 	// Multitask is enqueue (the default), reject or interrupt.
 	Multitask string `json:"multitask,omitempty"`
+	// Webhook is a URL POSTed once the turn ends, as in the REST send.
+	Webhook *string `json:"webhook,omitempty"`
 }
 
 type rpcCancelParams struct {
@@ -172,12 +174,16 @@ func (c *rpcConn) plannerCall(ctx context.Context, req rpcRequest) (any, error) 
 		if err != nil {
 			return nil, err
 		}
+		hook, err := c.srv.checkWebhook(ctx, send.Webhook)
+		if err != nil {
+			return nil, err
+		}
 		tctx, err := clientTrace(ctx, send.Traceparent, send.Tracestate)
 		if err != nil {
 			return nil, err
 		}
 		return c.srv.planner.Submit(tctx, store.HumanCaller(p), store.SendRequest{Session: session, Text: send.Text,
-			Turn: turn, Priority: send.Priority, Multitask: send.Multitask})
+			Turn: turn, Priority: send.Priority, Multitask: send.Multitask, Webhook: hook})
 	}
 	if _, err := c.srv.planner.Cancel(ctx, store.HumanCaller(p), session, cancel.Turn); err != nil {
 		return nil, err

@@ -50,6 +50,9 @@ type Deps struct {
 	// *gateway.Upstreams, built from gateway.allowed_upstreams); nil checks
 	// only its form.
 	Upstreams UpstreamPolicy
+	// Webhooks decides which webhook URL a send may name (the
+	// *webhooks.Policy of webhooks.allowed_hosts); nil refuses every one.
+	Webhooks WebhookPolicy
 	// RedisNamespace prefixes the api's own Redis keys (stream tickets),
 	// as redis.namespace does the queue's.
 	RedisNamespace string
@@ -94,6 +97,7 @@ type Server struct {
 	monitoring *Monitoring
 	sealer     CredentialSealer
 	upstreams  UpstreamPolicy
+	webhooks   WebhookPolicy
 	embedders  store.Embedders
 
 	rpcCfg   rpcSettings
@@ -110,7 +114,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 		d.Log = slog.Default()
 	}
 	s := &Server{cfg: cfg, auth: auth, db: d.DB, rdb: d.Redis, redisNamespace: d.RedisNamespace, log: d.Log,
-		planner: d.Planner, hub: d.Hub, events: d.Events, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams,
+		planner: d.Planner, hub: d.Hub, events: d.Events, stopping: make(chan struct{}), monitoring: d.Monitoring, sealer: d.Sealer, upstreams: d.Upstreams, webhooks: d.Webhooks,
 		embedders: d.Embedders, ready: NewReadiness(d.DB, d.Redis)}
 	if auth.OIDC.IssuerURL != "" {
 		s.oidc = newOIDCVerifier(auth.OIDC, d.Log)

@@ -183,6 +183,9 @@ type SendRequest struct {
 	Multitask    string
 	RequestID    string
 	TraceContext map[string]string
+	// Webhook is a URL to POST once the turn ends ("" for none), checked
+	// by the caller (webhooks.Policy): the store keeps it with the turn.
+	Webhook string
 }
 
 // Send is SendMessage with a priority and a request id.
@@ -292,14 +295,15 @@ func scanSendAllocation(row pgx.Row, sessionID string) (sendAllocation, error) {
 // result. A turn with nothing ahead is ready ($12: and dispatched, to be
 // enqueued right after commit; if that enqueue is lost, the sweeper finds
 // it by its age); $13 is its priority, $14 the request that sent it, $15
-// its trace context (JSON text, or "" for none).
+// its trace context (JSON text, or "" for none), $16 its webhook URL ("" for
+// none).
 const sendTurn = `WITH ahead AS (SELECT count(*) AS n FROM planner_turns
 		WHERE session_id = $2 AND finished_at IS NULL),
 	` + fairAhead + `,
 	turn AS (INSERT INTO planner_turns (id, session_id, project_id, position, message_seq, author, ready_at, enqueued_at,
-			client_turn_id, priority, request_id, trace_context)
+			client_turn_id, priority, request_id, trace_context, webhook_url)
 		SELECT $1, $2, $3, $4, $5, $6, CASE WHEN ahead.n = 0 THEN now() END, CASE WHEN ahead.n = 0 AND $12 THEN now() END,
-			$7, $13, NULLIF($14, ''), NULLIF($15, '')::jsonb FROM ahead),
+			$7, $13, NULLIF($14, ''), NULLIF($15, '')::jsonb, NULLIF($16, '') FROM ahead),
 	message AS (INSERT INTO planner_messages (session_id, seq, role, content, author, turn_id)
 		VALUES ($2, $5, 'user', $8, $6, $1)),
 	fairn AS (SELECT CASE WHEN EXISTS (SELECT 1 FROM planner_turns t
@@ -399,7 +403,7 @@ func (db *DB) send(ctx context.Context, caller Caller, req SendRequest, turnID s
 		out := Output{Session: s.ID, Turn: id, Cursor: cursor, Type: OutputQueued, Seq: seq}
 		b.Queue(sendTurn, id, s.ID, s.ProjectID, position, seq, author, key,
 			[]Block{{Type: BlockText, Text: text}}, cursor, out, at, db.direct, req.Priority, req.RequestID,
-			traceJSON(req.TraceContext)).QueryRow(func(row pgx.Row) error {
+			traceJSON(req.TraceContext), req.Webhook).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&ahead, &fair)
 		})
 		if _, err := AppendEvent(ctx, batchQuerier{b}, Event{OrganizationID: s.OrganizationID, ProjectID: s.ProjectID,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway"
+	"github.com/balletplanner/ballet/internal/webhooks"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/worker"
@@ -39,6 +40,8 @@ type Config struct {
 	Retention worker.RetentionConfig `toml:"retention"`
 	// Scheduler is the [scheduler] section (worker/dispatch/config.go).
 	Scheduler dispatch.Config `toml:"scheduler"`
+	// Webhooks is the [webhooks] section (internal/webhooks/config.go).
+	Webhooks webhooks.Config `toml:"webhooks"`
 }
 
 // LogConfig is the [log] section.
@@ -91,6 +94,7 @@ func DefaultConfig() Config {
 		// Retention: worker/retention_config.go.
 		Retention: worker.DefaultRetentionConfig(),
 		Scheduler: dispatch.DefaultConfig(),
+		Webhooks:  webhooks.DefaultConfig(),
 	}
 }
 
@@ -100,6 +104,7 @@ func (c Config) Validate() error {
 		c.Server.Validate(), c.Database.Validate(), c.Redis.Validate(), c.Worker.Validate(),
 		c.Planner.Validate(), c.Gateway.Validate(), c.Auth.Validate(c.Server.Addr), c.Log.Validate(),
 		c.Metrics.Validate(), c.Search.Validate(), c.Retention.Validate(), c.Scheduler.Validate(),
+		c.Webhooks.Validate(),
 	} {
 		if err != nil {
 			return err

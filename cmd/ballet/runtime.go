@@ -192,7 +192,11 @@ func runServe(ctx context.Context, configFile string) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), gw, rt.newSchemaGate(), w, ret, a}, nil
+		hooks, err := rt.webhookSenders()
+		if err != nil {
+			return nil, err
+		}
+		return append([]service{rt.newMetricsServer(), gw, rt.newSchemaGate(), w, ret, a}, hooks...), nil
 	})
 }
 
@@ -216,7 +220,12 @@ func runWorker(ctx context.Context, configFile string) error {
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), rt.newSchemaGate(), w, ret}, nil
+		hooks, err := rt.webhookSenders()
+		if err != nil {
+			return nil, err
+		}
+		return append([]service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), rt.newSchemaGate(), w, ret},
+			hooks...), nil
 	})
 }
 

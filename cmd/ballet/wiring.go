@@ -13,6 +13,7 @@ import (
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/webhooks"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -68,6 +69,10 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 		}
 		sealer = s
 	}
+	hooks, err := webhooks.NewPolicy(rt.cfg.Webhooks)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	upstreams, err := rt.cfg.Gateway.Upstreams()
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -79,7 +84,7 @@ func (rt *runtime) newAPI() (*api.Server, error) {
 	events := tasks.NewEventHub(rt.db, rt.log)
 	rt.logSearch(context.Background())
 	srv, err := api.New(rt.cfg.Server, rt.cfg.Auth, api.Deps{DB: rt.db, Redis: rt.rdb, Registry: rt.reg, Log: rt.log,
-		Version: version, Planner: planner, Hub: hub, Events: events, Monitoring: mon, Sealer: sealer, Upstreams: upstreams,
+		Version: version, Planner: planner, Hub: hub, Events: events, Monitoring: mon, Sealer: sealer, Upstreams: upstreams, Webhooks: hooks,
 		Embedders: rt.embedders("search:query"), RedisNamespace: rt.names().Namespace})
 	if err != nil {
 		return nil, err
@@ -113,6 +118,19 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 		Model: worker.GatewayModel{Client: client}, Tools: reg, Registry: rt.reg, Log: rt.log,
 		Embedders: rt.embedders("search:index"), Search: rt.cfg.Search, Scheduler: rt.cfg.Scheduler,
 	})
+}
+
+// webhookSenders is the process's webhook sender when webhooks are on
+// (webhooks.allowed_hosts is set), else none.
+func (rt *runtime) webhookSenders() ([]service, error) {
+	if !rt.cfg.Webhooks.Enabled() {
+		return nil, nil
+	}
+	s, err := webhooks.NewSender(rt.cfg.Webhooks, rt.db, rt.reg, rt.log)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return []service{s}, nil
 }
 
 // newRetention builds the worker's retention: the scheduler and the queue
