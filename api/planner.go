@@ -3,11 +3,9 @@ package api
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -95,12 +93,7 @@ func (s *Server) sendMessage(c *fiber.Ctx) error {
 	}
 	// The client's traceparent and tracestate, when it sent them and
 	// tracing is on, make the turn's spans part of its trace.
-	ctx := c.UserContext()
-	if tracing.On() {
-		// fasthttp reuses the header's bytes: the getter copies them.
-		ctx = tracing.FromHeaders(ctx, func(k string) string { return strings.Clone(c.Get(k)) })
-	}
-	res, err := s.planner.Submit(ctx, caller(c), store.SendRequest{Session: c.Params("session"),
+	res, err := s.planner.Submit(restTrace(c), caller(c), store.SendRequest{Session: c.Params("session"),
 		Text: req.Text, Turn: turn, Priority: req.Priority, Multitask: req.Multitask, Webhook: hook})
 	if err != nil {
 		return err
@@ -147,7 +140,7 @@ func (s *Server) cancelTurns(c *fiber.Ctx) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	res, err := s.planner.Cancel(c.UserContext(), caller(c), c.Params("session"), req.Turn)
+	res, err := s.planner.Cancel(restTrace(c), caller(c), c.Params("session"), req.Turn)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"regexp"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
 
 	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
@@ -37,6 +40,19 @@ func clientTrace(ctx context.Context, traceparent, tracestate string) (context.C
 		c["tracestate"] = tracestate
 	}
 	return tracing.Extract(ctx, c), nil
+}
+
+// restTrace is a REST request's context carrying the W3C trace context of
+// its traceparent and tracestate headers, while tracing is on; a malformed
+// traceparent is ignored (the span starts a trace of its own), as W3C
+// Trace Context asks of a server.
+func restTrace(c *fiber.Ctx) context.Context {
+	ctx := c.UserContext()
+	if !tracing.On() {
+		return ctx
+	}
+	// fasthttp reuses the header's bytes: the getter copies them.
+	return tracing.FromHeaders(ctx, func(k string) string { return strings.Clone(c.Get(k)) })
 }
 
 const zeros = "00000000000000000000000000000000"

@@ -18,6 +18,10 @@ type CancelResult struct {
 	Running []string
 	// Next is the session's next queued turn to enqueue, if a cancel freed it.
 	Next string
+	// Traces are the trace contexts of the turns cancelled while queued
+	// (by turn id), for the spans that end them in their traces; a turn
+	// sent while tracing was off has none.
+	Traces map[string]map[string]string
 }
 
 // CancelTurns cancels one turn of the session, or every open one when turnID
@@ -57,7 +61,7 @@ func (db *DB) cancelOpen(ctx context.Context, tx pgx.Tx, sessionID, turnID strin
 	}
 	// A ready turn may have a task: the dispatcher enqueues without a
 	// mark in Postgres.
-	rows, err := tx.Query(ctx, `SELECT `+turnColumns+`, ready_at IS NOT NULL FROM planner_turns
+	rows, err := tx.Query(ctx, `SELECT `+turnColumns+`, ready_at IS NOT NULL, trace_context FROM planner_turns
 		WHERE session_id = $1 AND finished_at IS NULL AND ($2 = '' OR id::text = $2)
 		ORDER BY position DESC`, sessionID, turnID)
 	if err != nil {
@@ -66,11 +70,12 @@ func (db *DB) cancelOpen(ctx context.Context, tx pgx.Tx, sessionID, turnID strin
 	type open struct {
 		Turn
 		enqueued bool
+		trace    map[string]string
 	}
 	turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (open, error) {
 		var o open
 		var err error
-		o.Turn, err = scanTurn(r, &o.enqueued)
+		o.Turn, err = scanTurn(r, &o.enqueued, &o.trace)
 		return o, err
 	})
 	if err != nil {
@@ -90,6 +95,12 @@ func (db *DB) cancelOpen(ctx context.Context, tx pgx.Tx, sessionID, turnID strin
 		}
 		res.Outputs = append(res.Outputs, outs...)
 		res.Next = next
+		if len(t.trace) > 0 {
+			if res.Traces == nil {
+				res.Traces = map[string]map[string]string{}
+			}
+			res.Traces[t.ID] = t.trace
+		}
 		if t.enqueued {
 			res.Dequeued = append(res.Dequeued, t.ID)
 		}

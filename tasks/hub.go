@@ -224,35 +224,51 @@ func nextWait(b retry.Backoff) time.Duration {
 	return d
 }
 
-// route hands a message to every watcher of its channel.
+// route hands a message to every watcher of its channel, in a
+// planner.fanout span when the output carries a trace context (fanout.go).
 func (h *Hub) route(m *redis.Message) {
-	var o store.Output
-	if err := json.Unmarshal([]byte(m.Payload), &o); err != nil {
+	p := &published{}
+	if err := json.Unmarshal([]byte(m.Payload), p); err != nil {
 		h.log.Warn("hub: undecodable output", slog.String("channel", m.Channel), slog.Any("error", err))
 		return
 	}
+	span := startFanout(p, m.Channel)
+	watchers, lagging := h.fanout(m.Channel, &p.Output)
+	endFanout(span, watchers, lagging)
+}
+
+// fanout queues o for every watcher of channel and returns how many got
+// it and how many were dropped as lagging.
+func (h *Hub) fanout(channel string, o *store.Output) (watchers, lagging int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := h.channels[m.Channel]
+	st := h.channels[channel]
 	if st == nil || st.state != live {
-		return
+		return 0, 0
 	}
 	// Every watcher's item points at the one decoded output: a queue slot
 	// is a few words, and the fan-out copies no output.
-	it := item{out: &o}
+	it := item{out: o}
 	for w := range st.watchers {
-		h.push(st, w, it)
+		if h.push(st, w, it) {
+			watchers++
+		} else {
+			lagging++
+		}
 	}
+	return watchers, lagging
 }
 
 // push queues an item for a watcher; one that is full is dropped as
-// lagging. h.mu is held.
-func (h *Hub) push(st *hubChannel, w *Watch, it item) {
+// lagging (false). h.mu is held.
+func (h *Hub) push(st *hubChannel, w *Watch, it item) bool {
 	select {
 	case w.live <- it:
+		return true
 	default:
 		delete(st.watchers, w)
 		w.fail(ErrLagging)
+		return false
 	}
 }
 

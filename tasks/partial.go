@@ -158,8 +158,9 @@ return 0
 `)
 
 // publishArgs are the script, keys and arguments that publish o, a stored
-// output, under attempt (0: not a worker's).
-func (p *Publisher) publishArgs(o store.Output, attempt int64) (*redis.Script, []string, []any, error) {
+// output, under attempt (0: not a worker's); tc is the trace context the
+// message carries (fanout.go), nil for none.
+func (p *Publisher) publishArgs(o store.Output, attempt int64, tc []byte) (*redis.Script, []string, []any, error) {
 	if o.Type == store.OutputText {
 		head, err := textHead(o.Session, o.Turn)
 		if err != nil {
@@ -170,6 +171,9 @@ func (p *Publisher) publishArgs(o store.Output, attempt int64) (*redis.Script, [
 	b, err := encodeOutput(&o)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if tc != nil {
+		b = append(append(b[:len(b)-1], tc...), '}')
 	}
 	hash := p.names.PartialKey(o.Session)
 	keys := []string{hash, hash + partialTextSuffix}
@@ -195,8 +199,8 @@ func (p *Publisher) textArgs(head []byte, d TextDelta) (*redis.Script, []string,
 }
 
 // publish sends one output on its session's channel through the scripts.
-func (p *Publisher) publish(ctx context.Context, o store.Output, attempt int64) error {
-	script, keys, args, err := p.publishArgs(o, attempt)
+func (p *Publisher) publish(ctx context.Context, o store.Output, attempt int64, tc []byte) error {
+	script, keys, args, err := p.publishArgs(o, attempt, tc)
 	if err != nil {
 		return err
 	}
@@ -209,14 +213,15 @@ func (p *Publisher) publish(ctx context.Context, o store.Output, attempt int64) 
 // be sent again without the outputs after it going first.
 func (p *Publisher) publishAll(ctx context.Context, outs []store.Output, attempt int64) []error {
 	errs := make([]error, len(outs))
+	tc := traceFields(ctx)
 	if len(outs) == 1 {
-		errs[0] = p.publish(ctx, outs[0], attempt)
+		errs[0] = p.publish(ctx, outs[0], attempt, tc)
 		return errs
 	}
 	cmds := make([]*redis.Cmd, len(outs))
 	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, o := range outs {
-			script, keys, args, err := p.publishArgs(o, attempt)
+			script, keys, args, err := p.publishArgs(o, attempt, tc)
 			if err != nil {
 				errs[i] = err
 				continue

@@ -129,7 +129,7 @@ func (p *Planner) Cancel(ctx context.Context, caller store.Caller, session, turn
 // outputs, deletes the tasks of cancelled turns, nudges the workers of
 // running ones and enqueues the turn the cancel freed.
 func (p *Planner) cancelled(ctx context.Context, session string, res store.CancelResult) {
-	p.pub.Publish(ctx, res.Outputs...)
+	p.publishCancelled(ctx, res)
 	for _, id := range res.Dequeued {
 		if err := p.queue.Delete(id); err != nil {
 			p.log.WarnContext(ctx, "delete cancelled task", slog.String("turn", id), slog.Any("error", err))

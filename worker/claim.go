@@ -65,12 +65,12 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, logAttrs []any)
 	case store.ClaimWaiting:
 		return claim, false, errLater
 	case store.ClaimCancelled:
-		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
+		w.publishFinish(turnTrace(ctx, claim), p.Session, claim.Outputs, claim.Next)
 		w.metrics.turns.WithLabelValues(outcome(store.ReasonCancelled)).Inc()
 		return claim, false, asynq.RevokeTask
 	case store.ClaimFailed:
 		log().ErrorContext(ctx, "turn ended after too many attempts", slog.Int("attempts", claim.Turn.Attempts))
-		w.publishFinish(ctx, p.Session, claim.Outputs, claim.Next)
+		w.publishFinish(turnTrace(ctx, claim), p.Session, claim.Outputs, claim.Next)
 		w.metrics.turns.WithLabelValues(outcome(store.ReasonError)).Inc()
 		return claim, false, asynq.RevokeTask
 	}
@@ -78,7 +78,7 @@ func (w *Worker) claim(ctx context.Context, p tasks.TurnPayload, logAttrs []any)
 	// that lost its lease but streams still) is dropped.
 	attempt := tasks.LiveAttempt(claim.Fence.Token, 0)
 	if len(claim.Outputs) > 0 {
-		w.d.Publisher.PublishFenced(ctx, attempt, claim.Outputs...)
+		w.d.Publisher.PublishFenced(turnTrace(ctx, claim), attempt, claim.Outputs...)
 	} else if err := w.d.Publisher.FenceRound(ctx, claim.Fence.Session, claim.Fence.Turn, attempt); err != nil {
 		log().WarnContext(ctx, "fence the running text", slog.Any("error", err))
 	}

@@ -108,6 +108,9 @@ func (a *attempt) compact(ctx context.Context, h store.History) (_ store.History
 		if ctx.Err() != nil {
 			return h, ctx.Err()
 		}
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("ballet.compaction.outcome", "failed"))
+		}
 		a.log.WarnContext(ctx, "compaction failed; going on uncompacted", slog.Int64("estimated_tokens", est), slog.Any("error", err))
 		a.w.metrics.compactions.WithLabelValues("failed").Inc()
 		return h, nil
@@ -115,6 +118,9 @@ func (a *attempt) compact(ctx context.Context, h store.History) (_ store.History
 	outs, err := a.w.transcript.SaveCompaction(context.WithoutCancel(ctx), a.fence, summary, upTo, a.claim.Turn.Position, est)
 	if err != nil {
 		return h, err
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("ballet.compaction.outcome", "ok"), attribute.Int64("ballet.compaction.up_to", upTo))
 	}
 	a.publish(ctx, outs...)
 	a.w.metrics.compactions.WithLabelValues("ok").Inc()

@@ -67,6 +67,17 @@ func (w *Worker) startAttempt(ctx context.Context, p tasks.TurnPayload, c store.
 	return ctx, span
 }
 
+// turnTrace is ctx in the trace of a claimed turn (the send's trace
+// context stored with it), for what the claim publishes outside an
+// attempt: its started output, or the done of a turn the claim ended; ctx
+// as it is while tracing is off.
+func turnTrace(ctx context.Context, c store.Claim) context.Context {
+	if !tracing.On() || len(c.Trace.Context) == 0 {
+		return ctx
+	}
+	return tracing.Extract(ctx, tracing.Carrier(c.Trace.Context))
+}
+
 // endAttempt ends an attempt's span with how it ended: its outcome, or
 // err when it stopped without one (handed back, cut off, lease lost).
 func endAttempt(span trace.Span, a *attempt, err error) {

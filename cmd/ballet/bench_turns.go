@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -98,6 +99,13 @@ func benchTurns(ctx context.Context, o turnBenchOptions, out io.Writer) error {
 		return err
 	}
 	cfg.Log.Level = "error"
+	// The OTEL_* variables trace the bench's turns as they do a process's:
+	// off unless an endpoint is set.
+	tr, err := tracing.Start(ctx, "bench")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tr.Stop(5 * time.Second) }()
 	fake, err := startFakeProcess(ctx, o.script, o.latency)
 	if err != nil {
 		return err
@@ -109,6 +117,11 @@ func benchTurns(ctx context.Context, o turnBenchOptions, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "bench turns: %d sessions × %d messages, fake model: %s, worker concurrency %d, GOMAXPROCS %d\n",
 		o.sessions, o.messages, model, cfg.Worker.Concurrency, goruntime.GOMAXPROCS(0))
+	if tr.Enabled() {
+		fmt.Fprintf(out, "tracing: on, exporting spans over OTLP %s to %s\n", tr.Settings().Protocol, tr.Settings().Endpoint)
+	} else {
+		fmt.Fprintln(out, "tracing: off (no OTEL_EXPORTER_OTLP_ENDPOINT)")
+	}
 	switch {
 	case o.reuseDB:
 		fmt.Fprintln(out, "database: the configured one, reused by every mode (--reuse-database)")

@@ -139,7 +139,8 @@ func (c *checker) setting(env map[string]envVar, key string) string {
 }
 
 // checkEnvNames: a BALLET_ variable that is not a configuration key stops
-// the process at start; any other name must be one the ScaledObjects read.
+// the process at start; an OTEL_ one must be one the process reads; any
+// other name must be one the ScaledObjects read.
 func (c *checker) checkEnvNames(where string, env map[string]envVar) {
 	for name := range env {
 		if strings.HasPrefix(name, "BALLET_") {
@@ -148,8 +149,14 @@ func (c *checker) checkEnvNames(where string, env map[string]envVar) {
 			}
 			continue
 		}
+		if strings.HasPrefix(name, "OTEL_") {
+			if !isOTelVariable(name) {
+				c.errorf("%s: %s is not an OpenTelemetry variable Ballet reads (%v)", where, name, otelVariables)
+			}
+			continue
+		}
 		if !slices.Contains(c.scalerEnvNames(), name) {
-			c.errorf("%s: %s is neither a BALLET_ configuration variable nor read by a ScaledObject", where, name)
+			c.errorf("%s: %s is neither a BALLET_ configuration variable, an OTEL_ one nor read by a ScaledObject", where, name)
 		}
 	}
 }

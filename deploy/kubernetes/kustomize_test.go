@@ -23,6 +23,7 @@ func check(m *manifests, keys configKeys, secrets map[string][]string) []error {
 	c.checkAutoscalers()
 	c.checkNetworkPolicies()
 	c.checkServiceMonitors()
+	c.checkTracing()
 	for _, cm := range m.configMaps {
 		env := map[string]envVar{}
 		for k, v := range cm.Data {
@@ -208,6 +209,9 @@ func TestBrokenManifestsAreCaught(t *testing.T) {
 		{"migrate-egress-open", "Job ballet-migrate: NetworkPolicy ballet-migrate lets its pod reach TCP port 443, want only Postgres (TCP 5432, database.url) and DNS (53)"},
 		{"migrate-other-db-port", "Job ballet-migrate: no NetworkPolicy lets its pod reach Postgres (TCP 6432, the port of database.url)"},
 		{"migrate-ingress", "Job ballet-migrate: NetworkPolicy ballet-migrate admits traffic to its pod"},
+		{"otel-service-unnamed", `Deployment ballet-worker: OTEL_SERVICE_NAME "", want "ballet-worker"`},
+		{"otel-on", "Deployment ballet-api: OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 turns tracing on"},
+		{"otel-misspelt", "OTEL_EXPORTER_OTLP_ENDPIONT is not an OpenTelemetry variable Ballet reads"},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			t.Parallel()
