@@ -10,7 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 )
 
 // probePaths are logged at debug: probes ask every few seconds.
@@ -18,9 +18,9 @@ var probePaths = map[string]bool{"/healthz": true, "/readyz": true}
 
 // accessLog writes one line per request once it is answered (a websocket
 // upgrade once, at the upgrade) and gives the request its id: the caller's
-// X-Request-Id when well formed (llm.ValidRequestID), else a new one. The id
+// X-Request-Id when well formed (requestid.Valid), else a new one. The id
 // is echoed in X-Request-Id, logged as request_id, and carried by the
-// request's context (llm.WithRequestID): a planner send puts it in the turn
+// request's context (requestid.With): a planner send puts it in the turn
 // task, whose worker logs it and sends it on to the gateway. The line's
 // remote is the client address (remoteIP: X-Forwarded-For only from
 // server.trusted_proxies).
@@ -28,12 +28,12 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 	start := time.Now()
 	// A copy: fasthttp reuses the request's bytes, and the context may
 	// outlive the request (an event stream, a socket).
-	id := strings.Clone(c.Get(llm.RequestIDHeader))
-	if !llm.ValidRequestID(id) {
+	id := strings.Clone(c.Get(requestid.Header))
+	if !requestid.Valid(id) {
 		id = newRequestID()
 	}
-	c.Set(llm.RequestIDHeader, id)
-	c.SetUserContext(llm.WithRequestID(c.UserContext(), id))
+	c.Set(requestid.Header, id)
+	c.SetUserContext(requestid.With(c.UserContext(), id))
 	remote := s.remote(c) // before the handlers: a /rpc socket copies it at the upgrade
 	if err := c.Next(); err != nil {
 		if herr := c.App().ErrorHandler(c, err); herr != nil {

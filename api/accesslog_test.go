@@ -11,8 +11,8 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"github.com/balletplanner/ballet/api"
-	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/internal/logtest"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/tasks"
 )
 
@@ -70,7 +70,7 @@ func TestAccessLog(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.id != "" {
-				req.Header[llm.RequestIDHeader] = []string{tt.id}
+				req.Header[requestid.Header] = []string{tt.id}
 			}
 			if tt.who != "" {
 				req.Header.Set("Authorization", "Bearer "+e.tokens[tt.who])
@@ -86,7 +86,7 @@ func TestAccessLog(t *testing.T) {
 			if res.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d", res.StatusCode, tt.status)
 			}
-			got := res.Header.Get(llm.RequestIDHeader)
+			got := res.Header.Get(requestid.Header)
 			switch {
 			case tt.kept && got != tt.id:
 				t.Fatalf("X-Request-Id %q, want the caller's %q", got, tt.id)
@@ -148,12 +148,12 @@ func TestAccessLogWebsocket(t *testing.T) {
 	logs := &logBuffer{}
 	e.restart(t, withLog(logs))
 	d := websocket.Dialer{Subprotocols: []string{api.SubprotocolJSON}, HandshakeTimeout: 10 * time.Second}
-	ws, res, err := d.Dial("ws://"+e.srv.Addr()+"/rpc", http.Header{llm.RequestIDHeader: {"ws-1"}})
+	ws, res, err := d.Dial("ws://"+e.srv.Addr()+"/rpc", http.Header{requestid.Header: {"ws-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	if got := res.Header.Get(llm.RequestIDHeader); got != "ws-1" {
+	if got := res.Header.Get(requestid.Header); got != "ws-1" {
 		t.Errorf("upgrade's X-Request-Id %q, want ws-1", got)
 	}
 	for i := range 3 {
@@ -190,7 +190,7 @@ func TestSendCarriesRequestID(t *testing.T) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+e.tokens["engineer"])
-	req.Header.Set(llm.RequestIDHeader, "send-42")
+	req.Header.Set(requestid.Header, "send-42")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/balletplanner/ballet/api"
-	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks/taskstest"
@@ -32,7 +32,7 @@ type queryCounter struct {
 }
 
 func (q *queryCounter) add(ctx context.Context) {
-	id := llm.RequestID(ctx)
+	id := requestid.From(ctx)
 	if id == "" {
 		return
 	}
@@ -144,7 +144,7 @@ func (e *limitEnv) get(t *testing.T, c call) (response, string) {
 		req.Header["X-Forwarded-For"] = strings.Split(c.xff, "\n")
 	}
 	if c.id != "" {
-		req.Header.Set(llm.RequestIDHeader, c.id)
+		req.Header.Set(requestid.Header, c.id)
 	}
 	res, err := clientFrom(c.from).Do(req)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -74,10 +75,10 @@ func requestID(w http.ResponseWriter) string {
 
 // callerRequestID is the caller's request id: its X-Request-Id header (the
 // api request a turn's call comes from), when well formed
-// (llm.ValidRequestID); another value is dropped and "" returned.
+// (requestid.Valid); another value is dropped and "" returned.
 func callerRequestID(h http.Header) string {
-	id := h.Get(llm.RequestIDHeader)
-	if !llm.ValidRequestID(id) {
+	id := h.Get(requestid.Header)
+	if !requestid.Valid(id) {
 		return ""
 	}
 	return id

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 )
 
 // TestCallerRequestID: the caller's X-Request-Id is kept for the llm call
@@ -19,7 +19,7 @@ func TestCallerRequestID(t *testing.T) {
 	}{
 		{"kept", "req_0123abcd", "req_0123abcd"},
 		{"none", "", ""},
-		{"too long", strings.Repeat("x", llm.MaxRequestIDLen+1), ""},
+		{"too long", strings.Repeat("x", requestid.MaxLen+1), ""},
 		{"a control character", "a\tb", ""},
 		{"not ascii", "idé", ""},
 	}
@@ -27,7 +27,7 @@ func TestCallerRequestID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/v1/messages", nil)
 			if tt.header != "" {
-				r.Header[llm.RequestIDHeader] = []string{tt.header}
+				r.Header[requestid.Header] = []string{tt.header}
 			}
 			if got := callerRequestID(r.Header); got != tt.want {
 				t.Errorf("caller request id %q, want %q", got, tt.want)

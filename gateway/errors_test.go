@@ -24,7 +24,7 @@ func TestUpstreamErrorsKeepTheirChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{cfg: cfg, http: newHTTPClient(cfg), upstreams: up}
+	s := &Server{cfg: cfg, http: newHTTPClient(cfg, nil), upstreams: up}
 	_, retryable, _, err := s.attempt(context.Background(), anthropicProvider{}, &call{raw: []byte(`{}`), provider: "anthropic", baseURL: base})
 	var ge *gatewayError
 	if !errors.As(err, &ge) || ge.status != 502 || !retryable || !strings.HasPrefix(ge.Error(), "upstream anthropic unreachable: ") {

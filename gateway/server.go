@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,9 @@ type Server struct {
 	limiter    *limiter
 	scopes     *scopeCache
 	fallback   Fallback
+	// upstreamRoots replaces the system's certificate authorities for the
+	// upstreams' TLS (WithUpstreamRootCAs); nil in production.
+	upstreamRoots *x509.CertPool
 	// fallbackURL is the fallback's URL once started; "" for none.
 	fallbackURL string
 	upstreams   *Upstreams
@@ -83,6 +87,14 @@ type Option func(*Server)
 // to f instead of refusing them.
 func WithFallback(f Fallback) Option { return func(s *Server) { s.fallback = f } }
 
+// WithUpstreamRootCAs makes the gateway trust, for its upstreams' TLS
+// certificates, the authorities in roots instead of the system's. It is
+// for benchmarks and tests that serve a fake upstream over TLS with a
+// certificate made at run time; no configuration key sets it.
+func WithUpstreamRootCAs(roots *x509.CertPool) Option {
+	return func(s *Server) { s.upstreamRoots = roots }
+}
+
 // New builds the gateway on db (a *store.DB); it starts nothing (see Start).
 // rdb may be nil when no limits are ever set; reg receives the gateway's
 // metrics (pass a fresh registry in tests).
@@ -104,13 +116,13 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 	}
 	s := &Server{
 		cfg: cfg, log: log.With(slog.String("component", "gateway")), signingKey: []byte(cfg.SigningKey), keyring: keyring(cfg),
-		http:      newHTTPClient(cfg),
 		providers: map[string]provider{store.ProviderAnthropic: anthropicProvider{}, store.ProviderOpenAI: openaiProvider{}},
 		limiter:   &limiter{rdb: rdb, prefix: cfg.RedisPrefix, now: time.Now},
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.http = newHTTPClient(cfg, s.upstreamRoots)
 	var err error
 	if s.prices, err = newPriceTable(cfg.Prices); err != nil {
 		return nil, err

@@ -2,15 +2,15 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -156,7 +156,7 @@ func (s *Server) attempt(ctx context.Context, p provider, c *call) (a *answer, r
 		tracing.EndSpan(span, err)
 	}()
 	start := time.Now()
-	resp, err := s.roundTrip(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		s.timing().done(c.provider, start)
 		return nil, true, 0, &gatewayError{http.StatusBadGateway, llm.ErrAPI, fmt.Errorf("upstream %s unreachable: %w", c.provider, err)}
@@ -251,32 +251,22 @@ func retryAfter(h http.Header) time.Duration {
 	return 0
 }
 
-// roundTrip sends req as s.http.Do would, since that client follows no
-// redirect and has no timeout or cookie jar of its own: straight through
-// its transport, without the redirect loop's copy of the headers, its
-// errors in Do's form (*url.Error: `Post "url": …`).
-func (s *Server) roundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := s.http.Transport.RoundTrip(req)
-	if err != nil {
-		op := req.Method[:1] + strings.ToLower(req.Method[1:])
-		u := req.URL.String()
-		if _, has := req.URL.User.Password(); has { // as net/http's stripPassword
-			u = strings.Replace(u, req.URL.User.String()+"@", req.URL.User.Username()+":***@", 1)
-		}
-		return nil, &url.Error{Op: op, URL: u, Err: err}
-	}
-	return resp, nil
-}
-
-func newHTTPClient(cfg Config) *http.Client {
+// newHTTPClient is the client of every upstream call: net/http's
+// Transport, HTTP/2 over TLS where the upstream offers it, connections kept
+// for reuse. roots, when not nil, replaces the system's certificate
+// authorities (WithUpstreamRootCAs); production leaves it nil.
+func newHTTPClient(cfg Config, roots *x509.CertPool) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 512
 	tr.ResponseHeaderTimeout = cfg.HeaderTimeout
 	tr.DisableCompression = true // stream bytes as they come, never gunzip-buffer
 	tr.DialContext = (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 	// Never follow redirects: a credential's base_url must not lead the
 	// gateway elsewhere.
-	return &http.Client{Transport: newDirectTransport(tr, cfg.HeaderTimeout),
+	return &http.Client{Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }

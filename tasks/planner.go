@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
@@ -66,7 +66,7 @@ func (p *Planner) Submit(ctx context.Context, caller store.Caller, req store.Sen
 		}
 		tracing.EndSpan(span, err)
 	}()
-	req.RequestID = llm.RequestID(ctx)
+	req.RequestID = requestid.From(ctx)
 	req.TraceContext = tracing.Inject(ctx)
 	res, err = p.db.Send(ctx, caller, req, p.limits)
 	if err != nil || res.Existing {
@@ -92,7 +92,7 @@ var tracer = tracing.Tracer("github.com/balletplanner/ballet/tasks")
 func (p *Planner) Enqueue(ctx context.Context, session, turn string) {
 	// Nor the trace of ctx (another turn's): the worker takes the turn's
 	// own from Postgres.
-	p.enqueue(tracing.Detach(llm.WithRequestID(ctx, "")), session, turn)
+	p.enqueue(tracing.Detach(requestid.With(ctx, "")), session, turn)
 }
 
 // enqueue is Enqueue with the request id ctx carries, for a send.

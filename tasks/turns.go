@@ -10,7 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 )
@@ -114,7 +114,7 @@ func (q *Queue) Names() Names { return q.names }
 func (q *Queue) Inspector() *asynq.Inspector { return q.inspector }
 
 // Enqueue puts a turn task in the planner queue under taskID (the turn id,
-// or a resume id), with the request id ctx carries (llm.WithRequestID). A
+// or a resume id), with the request id ctx carries (requestid.With). A
 // task already there under that id is not an error; one kept as completed
 // (KeepCompleted) ran before and is replaced.
 func (q *Queue) Enqueue(ctx context.Context, session, turn, taskID string) error {
@@ -203,7 +203,7 @@ func (q *Queue) EnqueueFresh(ctx context.Context, session, turn, taskID string) 
 }
 
 func (q *Queue) enqueue(ctx context.Context, session, turn, taskID string) error {
-	p := TurnPayload{Session: session, Turn: turn, RequestID: llm.RequestID(ctx)}
+	p := TurnPayload{Session: session, Turn: turn, RequestID: requestid.From(ctx)}
 	if c := tracing.Inject(ctx); c != nil {
 		p.Traceparent, p.Tracestate = c["traceparent"], c["tracestate"]
 	}

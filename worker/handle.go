@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -35,7 +35,7 @@ func (w *Worker) handle(ctx context.Context, task *asynq.Task) (err error) {
 	attrs = append(attrs, slog.String("session", p.Session), slog.String("turn", p.Turn))
 	if p.RequestID != "" {
 		// The gateway calls of the turn carry it too (llm.Client).
-		ctx = llm.WithRequestID(ctx, p.RequestID)
+		ctx = requestid.With(ctx, p.RequestID)
 		attrs = append(attrs, slog.String("request_id", p.RequestID))
 	}
 	// Watched for cancel nudges before the claim: a cancel committed after

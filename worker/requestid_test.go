@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/internal/logtest"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/worker/dispatch"
 )
@@ -36,7 +36,7 @@ func TestRequestIDReachesGateway(t *testing.T) {
 	e.start()
 
 	s := e.session()
-	ctx := llm.WithRequestID(context.Background(), "req-trace-7")
+	ctx := requestid.With(context.Background(), "req-trace-7")
 	res, err := e.planner.Send(ctx, e.human, s, "plan it", "")
 	must(t, err)
 	e.waitDone(s, res.Turn)

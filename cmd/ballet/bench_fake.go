@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +21,10 @@ import (
 // are read apart from the bench process's (the worker, the load generator
 // and the pub/sub reader).
 type fakeProcess struct {
-	url   string
+	url string
+	// roots holds the certificate of a fake served over TLS (spawnFake
+	// with useTLS); nil over cleartext.
+	roots *x509.CertPool
 	pid   int
 	close func()
 }
@@ -35,7 +40,7 @@ func (f *fakeProcess) cpu() time.Duration {
 // answer "ok" after latency, and waits until it listens.
 func startFakeProcess(ctx context.Context, script string, latency time.Duration) (*fakeProcess, error) {
 	if script == "" {
-		f, err := startFakeScript(ctx, fmt.Sprintf("loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", latency))
+		f, err := startFakeScript(ctx, fmt.Sprintf("loop: true\nanswers:\n  - latency: %s\n    content:\n      - text: ok\n", latency), false)
 		if err != nil {
 			return nil, fmt.Errorf("bench turns: %w", err)
 		}
@@ -44,7 +49,7 @@ func startFakeProcess(ctx context.Context, script string, latency time.Duration)
 	if _, err := fakellm.Resolve(script); err != nil {
 		return nil, fmt.Errorf("bench turns: --script: %w", err)
 	}
-	f, err := spawnFake(ctx, script)
+	f, err := spawnFake(ctx, script, false)
 	if err != nil {
 		return nil, fmt.Errorf("bench turns: %w", err)
 	}
@@ -52,8 +57,8 @@ func startFakeProcess(ctx context.Context, script string, latency time.Duration)
 }
 
 // startFakeScript starts ballet fake-llm with script, the text of a
-// script file, and waits until it listens.
-func startFakeScript(ctx context.Context, script string) (*fakeProcess, error) {
+// script file, over TLS when useTLS is set, and waits until it listens.
+func startFakeScript(ctx context.Context, script string, useTLS bool) (*fakeProcess, error) {
 	f, err := os.CreateTemp("", "ballet-bench-fake-*.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("fake model: %w", err)
@@ -66,18 +71,23 @@ func startFakeScript(ctx context.Context, script string) (*fakeProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fake model: %w", err)
 	}
-	return spawnFake(ctx, f.Name())
+	return spawnFake(ctx, f.Name(), useTLS)
 }
 
 // spawnFake starts ballet fake-llm on a free port of 127.0.0.1 with the
-// script file at path and waits until it listens.
-func spawnFake(ctx context.Context, script string) (*fakeProcess, error) {
+// script file at path, over TLS with a certificate of its own when useTLS
+// is set, and waits until it listens.
+func spawnFake(ctx context.Context, script string, useTLS bool) (*fakeProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("fake model: %w", err)
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	cmd := exec.CommandContext(cctx, exe, "fake-llm", "--addr", "127.0.0.1:0", "--script", script)
+	args := []string{"fake-llm", "--addr", "127.0.0.1:0", "--script", script}
+	if useTLS {
+		args = append(args, "--tls")
+	}
+	cmd := exec.CommandContext(cctx, exe, args...)
 	cmd.Stderr = io.Discard
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -96,7 +106,7 @@ func spawnFake(ctx context.Context, script string) (*fakeProcess, error) {
 	}}
 	// The child picks its port and prints its URL once it listens (a
 	// temporary script must outlive the child's start).
-	if f.url, err = readListening(ctx, stdout, 10*time.Second); err != nil {
+	if f.url, f.roots, err = readListening(ctx, stdout, 10*time.Second); err != nil {
 		f.close()
 		return nil, fmt.Errorf("fake model: %w", err)
 	}
@@ -105,28 +115,62 @@ func spawnFake(ctx context.Context, script string) (*fakeProcess, error) {
 }
 
 // readListening reads r, the stdout of `ballet fake-llm`, until the line
-// naming its URL, for at most timeout.
-func readListening(ctx context.Context, r io.Reader, timeout time.Duration) (string, error) {
+// naming its URL, for at most timeout; roots holds the certificate printed
+// before it when the fake serves TLS, and is nil otherwise.
+func readListening(ctx context.Context, r io.Reader, timeout time.Duration) (url string, roots *x509.CertPool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	found := make(chan string, 1)
+	type listening struct {
+		url   string
+		roots *x509.CertPool
+		err   error
+	}
+	found := make(chan listening, 1)
 	go func() {
 		defer close(found)
+		var roots *x509.CertPool
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
+			if b64, ok := strings.CutPrefix(sc.Text(), fakeLLMCertificate); ok {
+				cert, err := parseFakeCertificate(b64)
+				if err != nil {
+					found <- listening{err: err}
+					return
+				}
+				roots = x509.NewCertPool()
+				roots.AddCert(cert)
+			}
 			if url, ok := strings.CutPrefix(sc.Text(), fakeLLMListening); ok {
-				found <- url
+				found <- listening{url: url, roots: roots}
 				return
 			}
 		}
 	}()
 	select {
-	case url, ok := <-found:
-		if !ok {
-			return "", errors.New("exited before listening")
+	case l, ok := <-found:
+		switch {
+		case !ok:
+			return "", nil, errors.New("exited before listening")
+		case l.err != nil:
+			return "", nil, l.err
+		case strings.HasPrefix(l.url, "https://") && l.roots == nil:
+			return "", nil, errors.New("serves https without printing its certificate")
 		}
-		return url, nil
+		return l.url, l.roots, nil
 	case <-ctx.Done():
-		return "", fmt.Errorf("not listening after %s", timeout)
+		return "", nil, fmt.Errorf("not listening after %s", timeout)
 	}
+}
+
+// parseFakeCertificate reads the certificate line of `ballet fake-llm --tls`.
+func parseFakeCertificate(b64 string) (*x509.Certificate, error) {
+	der, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("certificate line: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("certificate line: %w", err)
+	}
+	return cert, nil
 }

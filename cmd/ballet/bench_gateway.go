@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -49,8 +50,11 @@ func newBenchGatewayCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "gateway",
 		Short: "added latency and time to first byte of the LLM gateway vs. the upstream alone",
-		Long: `Starts a fake upstream in a process of its own (ballet fake-llm: a real
-upstream never shares the gateway's process) and an in-process gateway
+		Long: `Starts a fake upstream in a process of its own (ballet fake-llm --tls: a
+real upstream never shares the gateway's process, and is reached over TLS,
+HTTP/2 where offered, as the providers are; the fake's certificate is made
+at its start and trusted by the gateway and the client alone) and an
+in-process gateway
 (with the configured Postgres for credentials and metering; a throwaway
 organization and project are created and deleted again), then streams the
 same answer directly from the fake and through the gateway at each
@@ -92,7 +96,7 @@ func benchGateway(ctx context.Context, path, conc string, requests int, profile 
 	defer env.close()
 	env.profile = profile
 
-	fmt.Fprintf(out, "gateway bench: %d streamed calls per target and level; GOMAXPROCS=%d; %s/%s\n\n",
+	fmt.Fprintf(out, "gateway bench: %d streamed calls per target and level, the upstream over TLS; GOMAXPROCS=%d; %s/%s\n\n",
 		requests, goruntime.GOMAXPROCS(0), goruntime.GOOS, goruntime.GOARCH)
 	var rows []benchRow
 	var cpus []cpuRow
@@ -148,7 +152,7 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 			e.close()
 		}
 	}()
-	if e.fake, err = startFakeScript(ctx, benchScript); err != nil {
+	if e.fake, err = startFakeScript(ctx, benchScript, true); err != nil {
 		return nil, err
 	}
 	e.cleanup = append(e.cleanup, e.fake.close)
@@ -188,7 +192,9 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if e.gw, err = gateway.New(cfg, db, nil, prometheus.NewRegistry(), log); err != nil {
+	// The fake serves TLS with a certificate it made at start: the
+	// gateway trusts it, and only it, through a pool given in code.
+	if e.gw, err = gateway.New(cfg, db, nil, prometheus.NewRegistry(), log, gateway.WithUpstreamRootCAs(e.fake.roots)); err != nil {
 		return nil, err
 	}
 	if err := e.gw.Start(ctx); err != nil {
@@ -215,6 +221,7 @@ func startGatewayBench(ctx context.Context, db *store.DB, base gateway.Config) (
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 2048
+	tr.TLSClientConfig = &tls.Config{RootCAs: e.fake.roots, MinVersion: tls.VersionTLS12} // the direct calls
 	e.client = &http.Client{Transport: tr}
 	e.cleanup = append(e.cleanup, tr.CloseIdleConnections)
 	return e, nil

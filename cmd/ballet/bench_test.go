@@ -21,7 +21,7 @@ func TestBenchGatewayPrintsTheTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"| streams | metric | direct p50 |", "| 1 | latency |", "| 1 | TTFB |", "| 3 | latency |", "| 3 | TTFB |",
+	for _, want := range []string{"the upstream over TLS", "| streams | metric | direct p50 |", "| 1 | latency |", "| 1 | TTFB |", "| 3 | latency |", "| 3 | TTFB |",
 		"| streams | direct CPU/call | gateway CPU/call | ratio | added CPU/call | fake upstream's CPU/call, direct / gateway |",
 		"| streams | direct allocs/call | gateway allocs/call |"} {
 		if !strings.Contains(out, want) {

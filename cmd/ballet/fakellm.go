@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 func newFakeLLMCmd() *cobra.Command {
 	var addr, script string
+	var useTLS bool
 	c := &cobra.Command{
 		Use:   "fake-llm",
 		Short: "serve the scripted fake model upstream (demo or a script file)",
@@ -24,11 +26,12 @@ func newFakeLLMCmd() *cobra.Command {
 			"planner on the demo project (see `ballet demo`).",
 		Example: "  ballet fake-llm --addr 127.0.0.1:8090 --script demo",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFakeLLM(cmd.Context(), cmd.OutOrStdout(), addr, script)
+			return runFakeLLM(cmd.Context(), cmd.OutOrStdout(), addr, script, useTLS)
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8090", "`host:port` to listen on (port 0 picks a free one; the URL is printed once listening)")
 	c.Flags().StringVar(&script, "script", "demo", `"demo" or the `+"`PATH`"+` of a JSON or YAML script`)
+	c.Flags().BoolVar(&useTLS, "tls", false, "serve HTTPS (HTTP/2 offered) with a self-signed certificate made at start, printed on stdout (base64 DER) before the URL")
 	_ = c.MarkFlagFilename("script", "json", "yaml", "yml")
 	return c
 }
@@ -37,10 +40,16 @@ func newFakeLLMCmd() *cobra.Command {
 // once it listens, followed by its base URL.
 const fakeLLMListening = "fake-llm: listening on "
 
+// fakeLLMCertificate starts the line `ballet fake-llm --tls` prints on
+// stdout before the listening line, followed by its self-signed
+// certificate, DER in standard base64.
+const fakeLLMCertificate = "fake-llm: certificate "
+
 // runFakeLLM serves a scripted fake model upstream (the Anthropic Messages
 // API and OpenAI Chat Completions) until SIGTERM or SIGINT, and prints its
-// URL on out once it listens.
-func runFakeLLM(ctx context.Context, out io.Writer, addr, script string) error {
+// URL on out once it listens; with useTLS it serves HTTPS with a
+// self-signed certificate made here, printed on out before the URL.
+func runFakeLLM(ctx context.Context, out io.Writer, addr, script string, useTLS bool) error {
 	if addr == "" {
 		return usageError{"fake-llm: --addr must not be empty"}
 	}
@@ -52,7 +61,17 @@ func runFakeLLM(ctx context.Context, out io.Writer, addr, script string) error {
 	if err != nil {
 		return fmt.Errorf("fake-llm: --addr: %w", err)
 	}
-	fmt.Fprintf(out, "%shttp://%s\n", fakeLLMListening, ln.Addr())
+	scheme := "http"
+	if useTLS {
+		cert, err := fakellm.SelfSigned()
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("fake-llm: --tls: %w", err)
+		}
+		ln, scheme = fakellm.TLSListener(ln, cert), "https"
+		fmt.Fprintf(out, "%s%s\n", fakeLLMCertificate, base64.StdEncoding.EncodeToString(cert.Leaf.Raw))
+	}
+	fmt.Fprintf(out, "%s%s://%s\n", fakeLLMListening, scheme, ln.Addr())
 	return fakellm.Serve(ctx, ln, s)
 }
 

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -40,9 +43,9 @@ func TestFakeLLMPrintsTheURLOfAPickedPort(t *testing.T) {
 	must(t, err)
 	must(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url, err := readListening(context.Background(), stdout, storetest.WaitTimeout)
-	if err != nil || !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, ":0") {
-		t.Fatalf("listening line: %q, %v", url, err)
+	url, roots, err := readListening(context.Background(), stdout, storetest.WaitTimeout)
+	if err != nil || !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, ":0") || roots != nil {
+		t.Fatalf("listening line: %q, roots %v, %v", url, roots, err)
 	}
 	body := `{"model":"claude-demo","max_tokens":500,"messages":[{"role":"user","content":"We need password reset"}]}`
 	res, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader(body))
@@ -51,6 +54,60 @@ func TestFakeLLMPrintsTheURLOfAPickedPort(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name":"list_runnable"`) {
 		t.Fatalf("POST /v1/messages: %d %s", res.StatusCode, b)
+	}
+}
+
+// With --tls, `ballet fake-llm` serves HTTPS, HTTP/2 offered, with a
+// certificate it made at start and printed before its URL: a client that
+// trusts that certificate alone is answered over HTTP/2, one that trusts
+// the system's authorities is refused.
+func TestFakeLLMServesTLSWithTheCertificateItPrints(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "fake-llm", "--addr", "127.0.0.1:0", "--tls")
+	cmd.Env = append(cleanEnv(), "BALLET_TEST_AS_MAIN=1")
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url, roots, err := readListening(context.Background(), stdout, storetest.WaitTimeout)
+	if err != nil || !strings.HasPrefix(url, "https://127.0.0.1:") || roots == nil {
+		t.Fatalf("listening line: %q, roots %v, %v", url, roots, err)
+	}
+	body := `{"model":"claude-demo","max_tokens":500,"messages":[{"role":"user","content":"We need password reset"}]}`
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	t.Cleanup(tr.CloseIdleConnections)
+	res, err := (&http.Client{Transport: tr}).Post(url+"/v1/messages", "application/json", strings.NewReader(body))
+	must(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.ProtoMajor != 2 || !strings.Contains(string(b), `"name":"list_runnable"`) {
+		t.Fatalf("POST /v1/messages: %s %d %s", res.Proto, res.StatusCode, b)
+	}
+	system := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(system.CloseIdleConnections)
+	var unknown x509.UnknownAuthorityError
+	if _, err := (&http.Client{Transport: system}).Post(url+"/v1/messages", "application/json", strings.NewReader(body)); !errors.As(err, &unknown) {
+		t.Fatalf("a client without the certificate: %v, want an unknown authority", err)
+	}
+}
+
+// A certificate line that is not base64 DER is refused with its reason.
+func TestReadListeningRefusesABadCertificateLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, out, want string }{
+		{"not base64", fakeLLMCertificate + "%%%\n" + fakeLLMListening + "https://127.0.0.1:1\n", "certificate line: illegal base64"},
+		{"not DER", fakeLLMCertificate + "AAAA\n" + fakeLLMListening + "https://127.0.0.1:1\n", "certificate line: x509"},
+		{"https without one", fakeLLMListening + "https://127.0.0.1:1\n", "without printing its certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url, roots, err := readListening(context.Background(), strings.NewReader(tt.out), storetest.WaitTimeout)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || url != "" || roots != nil {
+				t.Fatalf("got %q, %v, %v; want an error with %q", url, roots, err, tt.want)
+			}
+		})
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 
 // TestImportsGoOneWay checks the import graph with `go list`: the worker
 // links only the gateway's client package, never the gateway server or the
-// fake model, no production package links the fake model but cmd, and the
-// terminal chat is a client of the api only.
+// fake model, no production package links the fake model but cmd, the
+// api and the task contract take request ids from their own package, not
+// the gateway's client, and the terminal chat is a client of the api only.
 func TestImportsGoOneWay(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/balletplanner/ballet"
@@ -22,7 +23,8 @@ func TestImportsGoOneWay(t *testing.T) {
 	}{
 		{"worker", []string{mod + "/gateway", mod + "/gateway/fakellm"}, []string{mod + "/gateway/llm"}},
 		{"gateway", []string{mod + "/gateway/fakellm"}, []string{mod + "/gateway/llm"}},
-		{"api", []string{mod + "/gateway/fakellm"}, nil},
+		{"api", []string{mod + "/gateway/fakellm", mod + "/gateway/llm"}, []string{mod + "/internal/requestid"}},
+		{"tasks", []string{mod + "/gateway/llm"}, []string{mod + "/internal/requestid"}},
 		{"gateway/llm", []string{mod + "/gateway", mod + "/store"}, nil},
 		{"chat", []string{mod + "/api", mod + "/tasks", mod + "/worker", mod + "/gateway", mod + "/gateway/llm"},
 			[]string{mod + "/api/rpcclient"}},

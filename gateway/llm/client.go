@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/balletplanner/ballet/gateway/internal/sse"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/internal/tracing"
 )
 
@@ -75,7 +76,7 @@ func (c *Client) encodeRequest(req *MessageRequest) ([]byte, error) {
 }
 
 // postJSON sends body to the gateway's path with a token minted for p, and
-// the request id ctx carries (WithRequestID) as X-Request-Id; an answer
+// the request id ctx carries (requestid.With) as X-Request-Id; an answer
 // other than 200 is returned as an *APIError.
 func (c *Client) postJSON(ctx context.Context, p Principal, path string, body any) (*http.Response, error) {
 	return c.postEncoded(ctx, p, path, func() ([]byte, error) { return json.Marshal(body) })
@@ -109,8 +110,8 @@ func (c *Client) postEncoded(ctx context.Context, p Principal, path string, enco
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+token)
 	hr.Header.Set("anthropic-version", AnthropicVersion)
-	if id := RequestID(ctx); id != "" {
-		hr.Header.Set(RequestIDHeader, id)
+	if id := requestid.From(ctx); id != "" {
+		hr.Header.Set(requestid.Header, id)
 	}
 	// The caller's trace goes on in the gateway (traceparent, tracestate).
 	tracing.InjectHeaders(ctx, hr.Header)

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/requestid"
 	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -132,5 +132,5 @@ func (s *session) confirm(ctx context.Context, now time.Time) error {
 // turnContext is ctx carrying what a turn's task carries of the send that
 // stored it: its request id and its trace context.
 func turnContext(ctx context.Context, requestID string, trace map[string]string) context.Context {
-	return tracing.Extract(llm.WithRequestID(ctx, requestID), trace)
+	return tracing.Extract(requestid.With(ctx, requestID), trace)
 }
