@@ -32,11 +32,6 @@ const (
 	reconcileMissing = "missing" // counter keys missing on the same master
 )
 
-// settledSource sums the usage of budget periods: *store.DB has it.
-type settledSource interface {
-	SettledTokens(ctx context.Context, spans []store.BudgetSpan) (map[string]int64, error)
-}
-
 func newReconcilesCounter() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ballet_llm_budget_reconciles_total",
@@ -106,13 +101,13 @@ func runID(ctx context.Context, c redis.Cmdable) (string, error) {
 // reconciled with, else those whose key is missing (found false), except
 // the keys found missing before with no usage. The master is remembered
 // only once its counters are all raised, so that a failed pass is retried.
-func (w *budgetWatch) reconcile(ctx context.Context, scopes []budgetScope, now time.Time, master string, used []int64, found []bool) error {
+func (w *budgetWatch) reconcile(ctx context.Context, scopes []store.BudgetScope, now time.Time, master string, used []int64, found []bool) error {
 	all := master != w.master
 	keys := make([]string, len(scopes))
 	var todo []int
 	empty := map[string]bool{}
 	for i, s := range scopes {
-		keys[i] = budgetCounterKey(w.prefix, s.id, s.period, s.unit, now)
+		keys[i] = budgetCounterKey(w.prefix, s.ScopeID, s.Period, s.Unit, now)
 		switch {
 		case all:
 			todo = append(todo, i)
@@ -129,17 +124,18 @@ func (w *budgetWatch) reconcile(ctx context.Context, scopes []budgetScope, now t
 	}
 	spans := make([]store.BudgetSpan, len(todo))
 	for j, i := range todo {
-		start, end := budgetPeriod(now, scopes[i].period)
-		spans[j] = store.BudgetSpan{ScopeID: scopes[i].id, Organization: scopes[i].org, Start: start, End: end,
-			Money: scopes[i].unit == store.BudgetMicroUSD}
+		s := scopes[i]
+		start, end := budgetPeriod(now, s.Period)
+		spans[j] = store.BudgetSpan{ScopeID: s.ScopeID, Organization: s.Organization, Start: start, End: end,
+			Money: s.Unit == store.BudgetMicroUSD}
 	}
-	floors, err := w.settled.SettledTokens(ctx, spans)
+	floors, err := w.src.SettledTokens(ctx, spans)
 	if err != nil {
 		return fmt.Errorf("budget watch: reconcile counters: %w", err)
 	}
 	var raise []int
 	for _, i := range todo {
-		switch floor := floors[scopes[i].id]; {
+		switch floor := floors[scopes[i].ScopeID]; {
 		case floor > used[i] || (floor > 0 && !found[i]):
 			raise = append(raise, i)
 		case !found[i]:
@@ -154,8 +150,8 @@ func (w *budgetWatch) reconcile(ctx context.Context, scopes []budgetScope, now t
 		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range part {
 				s := scopes[i]
-				cmds[j] = raiseScript.Eval(ctx, p, []string{keys[i]}, floors[s.id],
-					budgetCounterTTL(now, s.period).Milliseconds())
+				cmds[j] = raiseScript.Eval(ctx, p, []string{keys[i]}, floors[s.ScopeID],
+					budgetCounterTTL(now, s.Period).Milliseconds())
 			}
 			return nil
 		})

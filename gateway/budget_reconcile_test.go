@@ -95,7 +95,7 @@ VALUES ($1, $2, '2030-06-17', 'planner:old', 'anthropic', 'claude-test', 3, 200,
 	}
 
 	rdb := redistest.Start(t).Client(t)
-	w := makeBudgetWatch(db.Pool(), db, rdb, "gw:", func() time.Time { return now }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := makeBudgetWatch(db, rdb, "gw:", func() time.Time { return now }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	key := func(scope, period string) string {
 		return budgetCounterKey("gw:", scope, period, store.BudgetTokens, now)
 	}
@@ -215,7 +215,7 @@ func TestBudgetReconcileMoney(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := redistest.Start(t).Client(t)
-	w := makeBudgetWatch(db.Pool(), db, rdb, "gw:", func() time.Time { return now }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := makeBudgetWatch(db, rdb, "gw:", func() time.Time { return now }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := w.refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

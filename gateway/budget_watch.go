@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -31,23 +30,6 @@ var budgetsDesc = prometheus.NewDesc("ballet_llm_budgets",
 		"Every gateway reports the same whole count, so aggregate with max(), never sum().",
 	[]string{"state"}, nil)
 
-// budgetScopesSQL lists every scope whose calls a token budget limits, the
-// way EffectiveLimits merges them: a project's own budget, else its
-// organization's default; and an organization's budget for calls made
-// without a project.
-const budgetScopesSQL = `
-SELECT p.id::text, false,
-       COALESCE(pl.token_budget, ol.token_budget),
-       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_period ELSE ol.budget_period END,
-       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_unit ELSE ol.budget_unit END
-FROM projects p
-LEFT JOIN limits pl ON pl.project_id = p.id
-LEFT JOIN limits ol ON ol.organization_id = p.organization_id AND ol.project_id IS NULL
-WHERE pl.token_budget IS NOT NULL OR ol.token_budget IS NOT NULL
-UNION ALL
-SELECT organization_id::text, true, token_budget, budget_period, budget_unit FROM limits
-WHERE project_id IS NULL AND token_budget IS NOT NULL`
-
 // budgetWatch counts the token budgets by state for ballet_llm_budgets:
 // one query lists the budgeted scopes from Postgres, and their counters are
 // read from Redis, where the limiter keeps them, in pipelined batches. It
@@ -56,8 +38,7 @@ WHERE project_id IS NULL AND token_budget IS NOT NULL`
 // Each pass also reconciles the counters with the usage in Postgres after a
 // change of Redis master (budget_reconcile.go).
 type budgetWatch struct {
-	pool     *pgxpool.Pool
-	settled  settledSource // nil: counters are never reconciled
+	src      budgetSource
 	rdb      redis.UniversalClient
 	prefix   string
 	now      func() time.Time
@@ -78,31 +59,28 @@ type budgetWatch struct {
 	stopOnce sync.Once
 }
 
-// poolSource is what a Store gives the budget watch: *store.DB has it.
-type poolSource interface {
-	Pool() *pgxpool.Pool
+// budgetSource is what the budget watch reads from Postgres: the budgeted
+// scopes, and the usage their calls settled in a period. *store.DB
+// provides it, through the Store given to New.
+type budgetSource interface {
+	BudgetScopes(ctx context.Context) ([]store.BudgetScope, error)
+	SettledTokens(ctx context.Context, spans []store.BudgetSpan) (map[string]int64, error)
 }
 
-// newBudgetWatch watches the budgets of db's scopes, or returns nil when
-// db exposes no pool or there is no Redis (then no budget is counted).
-func newBudgetWatch(db Store, l *limiter, log *slog.Logger) *budgetWatch {
-	ps, ok := db.(poolSource)
-	if !ok || l.rdb == nil {
+// newBudgetWatch watches the budgets of src's scopes, or returns nil when
+// there is no Redis (then no budget is counted).
+func newBudgetWatch(src budgetSource, l *limiter, log *slog.Logger) *budgetWatch {
+	if l.rdb == nil {
 		return nil
 	}
-	pool := ps.Pool()
-	if pool == nil {
-		return nil
-	}
-	settled, _ := db.(settledSource)
-	return makeBudgetWatch(pool, settled, l.rdb, l.prefix, func() time.Time { return l.now() }, log)
+	return makeBudgetWatch(src, l.rdb, l.prefix, func() time.Time { return l.now() }, log)
 }
 
-// makeBudgetWatch is a budget watch of the scopes in pool and their
-// counters in rdb under prefix; settled nil turns reconciliation off.
-func makeBudgetWatch(pool *pgxpool.Pool, settled settledSource, rdb redis.UniversalClient, prefix string,
+// makeBudgetWatch is a budget watch of the scopes in src and their
+// counters in rdb under prefix.
+func makeBudgetWatch(src budgetSource, rdb redis.UniversalClient, prefix string,
 	now func() time.Time, log *slog.Logger) *budgetWatch {
-	w := &budgetWatch{pool: pool, settled: settled, rdb: rdb, prefix: prefix, now: now,
+	w := &budgetWatch{src: src, rdb: rdb, prefix: prefix, now: now,
 		interval: budgetWatchInterval, log: log, counts: map[string]float64{},
 		emptySeen: map[string]bool{}, reconciles: newReconcilesCounter(), done: make(chan struct{})}
 	for _, s := range budgetStates {
@@ -164,47 +142,33 @@ func (w *budgetWatch) shutdown() {
 	})
 }
 
-// budgetScope is one budgeted scope and its budget.
-type budgetScope struct {
-	id     string
-	org    bool // an organization, for its calls made without a project
-	budget int64
-	period string
-	unit   string // tokens or micro_usd
-}
-
 // refresh counts the budgets by state now, after reconciling the counters
 // that need it; on error the last counts stay, except that a failed
 // reconciliation still counts what was read.
 func (w *budgetWatch) refresh(ctx context.Context) error {
 	w.pass.Lock()
 	defer w.pass.Unlock()
-	scopes, err := w.listScopes(ctx)
+	scopes, err := w.src.BudgetScopes(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("budget watch: list budgets: %w", err)
 	}
 	now := w.now().UTC()
-	var master string
-	if w.settled != nil {
-		// Read before the counters: a failover in between is seen next pass.
-		if master, err = redisMaster(ctx, w.rdb); err != nil {
-			return err
-		}
+	// Read before the counters: a failover in between is seen next pass.
+	master, err := redisMaster(ctx, w.rdb)
+	if err != nil {
+		return err
 	}
 	used, found, err := w.readCounters(ctx, scopes, now)
 	if err != nil {
 		return err
 	}
-	var rerr error
-	if w.settled != nil {
-		rerr = w.reconcile(ctx, scopes, now, master, used, found)
-	}
+	rerr := w.reconcile(ctx, scopes, now, master, used, found)
 	counts := map[string]float64{}
 	for _, s := range budgetStates {
 		counts[s] = 0
 	}
 	for i, s := range scopes {
-		counts[budgetState(used[i], s.budget)]++
+		counts[budgetState(used[i], s.Budget)]++
 	}
 	w.mu.Lock()
 	w.counts = counts
@@ -212,33 +176,12 @@ func (w *budgetWatch) refresh(ctx context.Context) error {
 	return rerr
 }
 
-// listScopes lists every budgeted scope.
-func (w *budgetWatch) listScopes(ctx context.Context) ([]budgetScope, error) {
-	rows, err := w.pool.Query(ctx, budgetScopesSQL)
-	if err != nil {
-		return nil, fmt.Errorf("budget watch: list budgets: %w", err)
-	}
-	defer rows.Close()
-	var scopes []budgetScope
-	for rows.Next() {
-		var s budgetScope
-		if err := rows.Scan(&s.id, &s.org, &s.budget, &s.period, &s.unit); err != nil {
-			return nil, fmt.Errorf("budget watch: list budgets: %w", err)
-		}
-		scopes = append(scopes, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("budget watch: list budgets: %w", err)
-	}
-	return scopes, nil
-}
-
 // budgetBatch is how many keys one pipeline reads or writes.
 const budgetBatch = 500
 
 // readCounters reads the scopes' counters of the period that holds now:
 // the tokens used, and whether the key exists.
-func (w *budgetWatch) readCounters(ctx context.Context, scopes []budgetScope, now time.Time) ([]int64, []bool, error) {
+func (w *budgetWatch) readCounters(ctx context.Context, scopes []store.BudgetScope, now time.Time) ([]int64, []bool, error) {
 	used, found := make([]int64, len(scopes)), make([]bool, len(scopes))
 	for from := 0; from < len(scopes); from += budgetBatch {
 		part := scopes[from:min(from+budgetBatch, len(scopes))]
@@ -246,7 +189,7 @@ func (w *budgetWatch) readCounters(ctx context.Context, scopes []budgetScope, no
 		// A pipeline, not MGET: each scope's keys are in its own cluster slot.
 		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, s := range part {
-				cmds[i] = p.Get(ctx, budgetCounterKey(w.prefix, s.id, s.period, s.unit, now))
+				cmds[i] = p.Get(ctx, budgetCounterKey(w.prefix, s.ScopeID, s.Period, s.Unit, now))
 			}
 			return nil
 		})

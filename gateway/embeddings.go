@@ -172,7 +172,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 	estimate := int64(estimateTokens(size))
 	// The estimate is no bound: the call is let in while anything of a
 	// budget remains, and settles on its usage.
-	res, ref := s.reserve(ctx, sc, req.Model, estimate, 0, false)
+	res, ref := s.limiter.reserve(ctx, sc, req.Model, estimate, 0, false)
 	if ref != nil {
 		openaiForm.write(w, ref)
 		if ref.status != http.StatusServiceUnavailable {

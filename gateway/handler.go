@@ -109,7 +109,7 @@ func (s *Server) admitMessage(w http.ResponseWriter, r *http.Request) *messageCa
 	// max_tokens at most, may pass it. The call settles on its usage.
 	input := inputTokenBound(len(raw))
 	rctx, span := tracing.StartSpan(ctx, tracer, "gateway.reserve", trace.SpanKindInternal)
-	res, ref := s.reserve(rctx, sc, head.Model, input, head.MaxTokens, true)
+	res, ref := s.limiter.reserve(rctx, sc, head.Model, input, head.MaxTokens, true)
 	if span.IsRecording() && ref != nil {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(ref.status))
 	}

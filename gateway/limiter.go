@@ -2,13 +2,17 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -54,11 +58,17 @@ end
 return 0
 `)
 
-// limiter enforces budgets and per-minute limits through Redis.
+// limiter enforces budgets and per-minute limits through Redis: it
+// reserves what a call may use before the call, refusing the calls the
+// limits leave no room for, and settles the reservation on the call's
+// usage after it.
 type limiter struct {
 	rdb    redis.UniversalClient
 	prefix string
 	now    func() time.Time
+	// prices are what a money budget charges a call's tokens at.
+	prices priceTable
+	log    *slog.Logger
 }
 
 // charge is what a call may use, reserved before it: tokens (fit of them
@@ -92,9 +102,9 @@ type limitError struct {
 
 func (e *limitError) Error() string { return e.message }
 
-// reserve takes ch and one request against the limits of the scope, or
+// take takes ch and one request against the limits of the scope, or
 // returns a *limitError naming the limit and when it resets.
-func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim store.Limits, ch charge) (*reservation, error) {
+func (l *limiter) take(ctx context.Context, scopeID, scopeName string, lim store.Limits, ch charge) (*reservation, error) {
 	if lim.Unlimited() {
 		return &reservation{}, nil
 	}
@@ -150,6 +160,48 @@ func (l *limiter) reserve(ctx context.Context, scopeID, scopeName string, lim st
 		r.budgetKey = keys[2]
 	}
 	return r, nil
+}
+
+// reserve takes a request and what a call for model may use against the
+// scope's limits: input tokens, which must fit in what remains of a budget
+// when inputMustFit, and output tokens, which may pass it. A money budget
+// is charged their most cost at model's price; a model without a price is
+// refused there. A refusal names the limit (429, or 403 for a spent budget).
+func (l *limiter) reserve(ctx context.Context, sc *scope, model string, input, output int64, inputMustFit bool) (*reservation, *refusal) {
+	if sc.Limits.Unlimited() {
+		return nil, nil // nothing to reserve, nothing to settle
+	}
+	ch := charge{tokens: input + output}
+	if inputMustFit {
+		ch.fit = input
+	}
+	if sc.Limits.TokenBudget != nil && sc.Limits.BudgetUnit == store.BudgetMicroUSD {
+		p, ok := l.prices[model]
+		if !ok {
+			return nil, &refusal{status: http.StatusForbidden, typ: llm.ErrPermission, code: "model_not_priced",
+				msg: "model " + strconv.Quote(model) + " has no price, and a money budget limits " + sc.name() +
+					": the operator sets its price in gateway.prices"}
+		}
+		ch.cost = p.maxCost(input, output)
+		if inputMustFit {
+			ch.costFit = p.maxCost(input, 0)
+		}
+	}
+	res, err := l.take(ctx, sc.id(), sc.name(), sc.Limits, ch)
+	if err == nil {
+		return res, nil
+	}
+	var le *limitError
+	if errors.As(err, &le) {
+		r := &refusal{status: le.status, typ: llm.ErrRateLimit, msg: le.message, code: "rate_limit_exceeded",
+			retryAfter: retryAfterSeconds(le.retryAfter)}
+		if le.status == http.StatusForbidden {
+			r.typ, r.code = llm.ErrPermission, "budget_exceeded"
+		}
+		return nil, r
+	}
+	l.log.ErrorContext(ctx, "reserve limits", slog.String("scope", sc.name()), slog.Any("error", err))
+	return nil, refuse(http.StatusServiceUnavailable, llm.ErrOverloaded, "gateway: rate limiter unavailable")
 }
 
 // budgetSpentMessage says that scope's budget is spent: used of it this

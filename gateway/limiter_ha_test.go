@@ -60,10 +60,9 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 	frozen := time.Now()
 	now := func() time.Time { return frozen }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l := &limiter{rdb: rdb, prefix: "gw:", now: now}
-	srv := &Server{limiter: l, log: log}
+	l := &limiter{rdb: rdb, prefix: "gw:", now: now, log: log}
 	sc := &scope{LLMScope: store.LLMScope{OrganizationID: org, OrganizationKey: "acme", ProjectID: project, ProjectKey: "ALPHA", Limits: lim}}
-	w := makeBudgetWatch(db.Pool(), db, rdb, "gw:", now, log)
+	w := makeBudgetWatch(db, rdb, "gw:", now, log)
 	if err := w.refresh(ctx); err != nil { // the watch knows the first master
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
 				began := phase.Load()
-				res, ref := srv.reserve(ctx, sc, "claude-test", amount, 0, false)
+				res, ref := l.reserve(ctx, sc, "claude-test", amount, 0, false)
 				switch {
 				case ref == nil:
 					u := store.Usage{RequestID: fmt.Sprintf("call-%d", seq.Add(1)), OrganizationID: org, ProjectID: project,
@@ -175,7 +174,7 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 	// The per-minute limits run on the new master as before.
 	rpm := store.Limits{RequestsPerMinute: int64p(5), BudgetPeriod: store.BudgetDay}
 	for i := range 6 {
-		_, err := l.reserve(ctx, "scope-b", "project B", rpm, charge{tokens: amount})
+		_, err := l.take(ctx, "scope-b", "project B", rpm, charge{tokens: amount})
 		if want := i == 5; (limitStatus(err) == http.StatusTooManyRequests) != want || (err != nil) != want {
 			t.Fatalf("request %d of 5 per minute on the new master: %v", i+1, err)
 		}
@@ -184,7 +183,7 @@ func TestLimiterAcrossASentinelFailover(t *testing.T) {
 	sn.Master.Kill()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, ref := srv.reserve(cctx, sc, "claude-test", amount, 0, false); ref == nil || ref.status != http.StatusServiceUnavailable {
+	if _, ref := l.reserve(cctx, sc, "claude-test", amount, 0, false); ref == nil || ref.status != http.StatusServiceUnavailable {
 		t.Fatalf("reservation with no master: %+v, want 503", ref)
 	}
 }
@@ -207,7 +206,7 @@ func TestLimiterOnRedisCluster(t *testing.T) {
 		scope := fmt.Sprintf("scope-%d", i)
 		var got []int
 		for range 5 {
-			r, err := l.reserve(ctx, scope, scope, lim, charge{tokens: 100})
+			r, err := l.take(ctx, scope, scope, lim, charge{tokens: 100})
 			got = append(got, limitStatus(err))
 			if err != nil && limitStatus(err) == 0 {
 				t.Fatalf("%s: reserve: %v", scope, err)
@@ -247,7 +246,7 @@ func TestLimiterOnRedisCluster(t *testing.T) {
 	// The budget refuses once spent, on whichever node holds the scope.
 	spent := store.Limits{TokenBudget: int64p(250), BudgetPeriod: store.BudgetMonth}
 	for i := range 4 {
-		_, err := l.reserve(ctx, "scope-budget", "project B", spent, charge{tokens: 100})
+		_, err := l.take(ctx, "scope-budget", "project B", spent, charge{tokens: 100})
 		if want := i == 3; (limitStatus(err) == http.StatusForbidden) != want || (err != nil) != want {
 			t.Fatalf("reservation %d of 100 against 250: %v", i+1, err)
 		}

@@ -70,14 +70,19 @@ type Fallback interface {
 	URL() string
 }
 
-// Store is what the gateway keeps in Postgres: the scope of a call (its
-// labels, credentials and limits) and the usage rows it meters. *store.DB
-// provides it; the process passes its database.
+// Store is all the gateway reads and writes in Postgres: the scope of a
+// call (its labels, credentials and limits), the usage rows it meters, and
+// the budgets the budget watch counts and reconciles. *store.DB provides
+// it; the process passes its database.
 type Store interface {
 	// ResolveLLMScope is the scopeSource of the scope cache.
 	ResolveLLMScope(ctx context.Context, organizationID, projectID string) (store.LLMScope, error)
 	// InsertUsage is the usageSink of the usage writer.
 	InsertUsage(ctx context.Context, rows []store.Usage) (int64, error)
+	// BudgetScopes and SettledTokens are the budgetSource of the budget
+	// watch: the budgeted scopes, and the usage of their periods.
+	BudgetScopes(ctx context.Context) ([]store.BudgetScope, error)
+	SettledTokens(ctx context.Context, spans []store.BudgetSpan) (map[string]int64, error)
 }
 
 // Option configures a Server built by New.
@@ -117,7 +122,6 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 	s := &Server{
 		cfg: cfg, log: log.With(slog.String("component", "gateway")), signingKey: []byte(cfg.SigningKey), keyring: keyring(cfg),
 		providers: map[string]provider{store.ProviderAnthropic: anthropicProvider{}, store.ProviderOpenAI: openaiProvider{}},
-		limiter:   &limiter{rdb: rdb, prefix: cfg.RedisPrefix, now: time.Now},
 	}
 	for _, o := range opts {
 		o(s)
@@ -127,6 +131,7 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 	if s.prices, err = newPriceTable(cfg.Prices); err != nil {
 		return nil, err
 	}
+	s.limiter = &limiter{rdb: rdb, prefix: cfg.RedisPrefix, now: time.Now, prices: s.prices, log: s.log}
 	if s.upstreams, err = cfg.Upstreams(); err != nil {
 		return nil, err
 	}

@@ -143,6 +143,56 @@ ORDER BY project_id IS NULL`, organizationID, projectID)
 	return l, nil
 }
 
+// BudgetScope is a scope whose calls a budget limits in the current
+// period, as EffectiveLimits merges it: a project, by its own budget or its
+// organization's default, or an organization, by its own budget, for its
+// calls made without a project.
+type BudgetScope struct {
+	// ScopeID is a project's id or, with Organization set, an
+	// organization's.
+	ScopeID      string
+	Organization bool
+	// Budget is what a period's calls may use, in Unit.
+	Budget int64
+	// Period is day, week or month; Unit is tokens or micro_usd.
+	Period, Unit string
+}
+
+// BudgetScopes lists every budgeted scope, in no particular order.
+func (db *DB) BudgetScopes(ctx context.Context) ([]BudgetScope, error) {
+	rows, err := db.pool.Query(ctx, budgetScopesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("store: budget scopes: %w", err)
+	}
+	out, err := collect(rows, scanBudgetScope)
+	if err != nil {
+		return nil, fmt.Errorf("store: budget scopes: %w", err)
+	}
+	return out, nil
+}
+
+// budgetScopesSQL lists the budgeted scopes the way EffectiveLimits merges
+// their limits: a project's own budget, else its organization's default;
+// and an organization's budget for calls made without a project.
+const budgetScopesSQL = `
+SELECT p.id::text, false,
+       COALESCE(pl.token_budget, ol.token_budget),
+       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_period ELSE ol.budget_period END,
+       CASE WHEN pl.token_budget IS NOT NULL THEN pl.budget_unit ELSE ol.budget_unit END
+FROM projects p
+LEFT JOIN limits pl ON pl.project_id = p.id
+LEFT JOIN limits ol ON ol.organization_id = p.organization_id AND ol.project_id IS NULL
+WHERE pl.token_budget IS NOT NULL OR ol.token_budget IS NOT NULL
+UNION ALL
+SELECT organization_id::text, true, token_budget, budget_period, budget_unit FROM limits
+WHERE project_id IS NULL AND token_budget IS NOT NULL`
+
+func scanBudgetScope(row pgx.Row) (BudgetScope, error) {
+	var s BudgetScope
+	err := row.Scan(&s.ScopeID, &s.Organization, &s.Budget, &s.Period, &s.Unit)
+	return s, err
+}
+
 // limitsColumns are what scanLimits reads from limits.
 const limitsColumns = `organization_id, COALESCE(project_id::text, ''), token_budget, budget_period,
 	requests_per_minute::bigint, tokens_per_minute, updated_by, updated_at, budget_unit`
