@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -25,20 +26,20 @@ type accessWatch struct {
 	mu      sync.Mutex
 	subject map[string]map[chan struct{}]struct{}
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	startstop.Base
 }
 
 func newAccessWatch(db *store.DB, log *slog.Logger) *accessWatch {
 	return &accessWatch{db: db, log: log, subject: map[string]map[chan struct{}]struct{}{}}
 }
 
-// start holds the LISTEN connection in the background until shutdown.
-func (a *accessWatch) start(ctx context.Context) {
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.cancel, a.done = cancel, make(chan struct{})
-	go func() {
-		defer close(a.done)
+// Start holds the LISTEN connection in the background until Stop, which
+// waits for it to close.
+func (a *accessWatch) Start(ctx context.Context) error {
+	if _, ok := a.StartInit(ctx); !ok {
+		return nil
+	}
+	a.Go(func(ctx context.Context) {
 		tasks.Listener{
 			Name:    "access listener",
 			Connect: func(ctx context.Context) (*pgx.Conn, error) { return a.db.ListenAccess(ctx) },
@@ -50,17 +51,9 @@ func (a *accessWatch) start(ctx context.Context) {
 			},
 			Notify: func(_ context.Context, subject string) { a.wake(subject) },
 			Log:    a.log,
-		}.Run(bg)
-	}()
-}
-
-// shutdown stops listening and waits for it.
-func (a *accessWatch) shutdown() {
-	if a.cancel == nil {
-		return
-	}
-	a.cancel()
-	<-a.done
+		}.Run(ctx)
+	})
+	return nil
 }
 
 // watch returns what is signalled when subject's access changes; the

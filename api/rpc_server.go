@@ -173,9 +173,9 @@ func (r *rpcRegistry) remove(c *rpcConn) {
 	r.wg.Done()
 }
 
-// shutdown refuses new sockets, closes every open one with 1001 and waits
-// for their handlers up to timeout.
-func (r *rpcRegistry) shutdown(timeout time.Duration) {
+// drain refuses new sockets, closes every open one with 1001 and waits for
+// their handlers up to timeout: the first step of Server.Stop.
+func (r *rpcRegistry) drain(timeout time.Duration) {
 	r.mu.Lock()
 	r.closing.Store(true)
 	open := make([]*rpcConn, 0, len(r.conns))

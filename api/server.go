@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -90,7 +91,10 @@ type Server struct {
 	planner *tasks.Planner
 	hub     *tasks.Hub
 	events  *tasks.EventHub
-	streams rpcStreams
+	// background is the access watch, the event hub and the hub, started
+	// once the port listens and stopped once it has drained.
+	background *startstop.Group
+	streams    rpcStreams
 	// stopping is closed when Stop begins: event streams end on it.
 	stopping   chan struct{}
 	stopOnce   sync.Once
@@ -122,6 +126,7 @@ func New(cfg Config, auth AuthConfig, d Deps) (*Server, error) {
 	if d.DB != nil {
 		s.access = newAccessWatch(d.DB, d.Log)
 	}
+	s.background = s.backgroundServices()
 	s.failures = newFailureLimiter(auth.failureLimits())
 	proxies, err := parseTrustedProxies(cfg.TrustedProxies)
 	if err != nil {
@@ -164,23 +169,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.cfg.Addr, err)
 	}
-	if s.hub != nil {
-		if err := s.hub.Start(ctx); err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("api: start hub: %w", err)
-		}
-	}
-	if s.events != nil {
-		if err := s.events.Start(ctx); err != nil {
-			_ = ln.Close()
-			if s.hub != nil {
-				s.hub.Stop()
-			}
-			return fmt.Errorf("api: start event hub: %w", err)
-		}
-	}
-	if s.access != nil {
-		s.access.start(ctx)
+	if err := s.background.Start(ctx); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("api: %w", err)
 	}
 	s.ln = ln
 	s.done = make(chan error, 1)
@@ -227,7 +218,7 @@ func (s *Server) Stop() { s.stopOnce.Do(s.stop) }
 
 func (s *Server) stop() {
 	close(s.stopping)
-	s.rpcConns.shutdown(s.cfg.ShutdownTimeout)
+	s.rpcConns.drain(s.cfg.ShutdownTimeout)
 	if err := s.app.ShutdownWithTimeout(s.cfg.ShutdownTimeout); err != nil {
 		s.log.Warn("api shutdown", slog.Any("error", err))
 	}
@@ -240,15 +231,24 @@ func (s *Server) stop() {
 	if s.done != nil {
 		<-s.done
 	}
-	if s.hub != nil {
-		s.hub.Stop()
+	s.background.Stop()
+}
+
+// backgroundServices are the api's services beside its port, in their
+// start order: the access watch, the event hub, the hub. They stop in
+// reverse, the hub first, ending its watches.
+func (s *Server) backgroundServices() *startstop.Group {
+	var services []startstop.Service
+	if s.access != nil {
+		services = append(services, startstop.Named("access watch", s.access))
 	}
 	if s.events != nil {
-		s.events.Stop()
+		services = append(services, startstop.Named("event hub", s.events))
 	}
-	if s.access != nil {
-		s.access.shutdown()
+	if s.hub != nil {
+		services = append(services, startstop.Named("hub", s.hub))
 	}
+	return startstop.NewGroup(services...)
 }
 
 func (s *Server) routes() {

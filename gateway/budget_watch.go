@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -54,9 +55,7 @@ type budgetWatch struct {
 	emptySeen  map[string]bool // counter keys found missing with no usage in Postgres
 	reconciles *prometheus.CounterVec
 
-	cancel   context.CancelFunc // ends the refreshes; nil before start
-	done     chan struct{}
-	stopOnce sync.Once
+	life     startstop.Base
 }
 
 // budgetSource is what the budget watch reads from Postgres: the budgeted
@@ -82,7 +81,7 @@ func makeBudgetWatch(src budgetSource, rdb redis.UniversalClient, prefix string,
 	now func() time.Time, log *slog.Logger) *budgetWatch {
 	w := &budgetWatch{src: src, rdb: rdb, prefix: prefix, now: now,
 		interval: budgetWatchInterval, log: log, counts: map[string]float64{},
-		emptySeen: map[string]bool{}, reconciles: newReconcilesCounter(), done: make(chan struct{})}
+		emptySeen: map[string]bool{}, reconciles: newReconcilesCounter()}
 	for _, s := range budgetStates {
 		w.counts[s] = 0
 	}
@@ -105,42 +104,39 @@ func (w *budgetWatch) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// start counts once and then every interval until shutdown.
-func (w *budgetWatch) start(ctx context.Context) {
-	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(w.interval)
-		defer t.Stop()
-		for {
-			rctx, cancel := context.WithTimeout(ctx, w.interval)
-			switch err := w.refresh(rctx); {
-			case err == nil || ctx.Err() != nil:
-			case store.SchemaMissing(err):
-				// Not migrated yet: /readyz says so, the next pass counts.
-				w.log.DebugContext(rctx, "budget metrics: waiting for the schema")
-			default:
-				w.log.WarnContext(rctx, "budget metrics: count budgets", slog.Any("error", err))
-			}
-			cancel()
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+// Start counts once and then every interval until Stop.
+func (w *budgetWatch) Start(ctx context.Context) error {
+	if _, ok := w.life.StartInit(ctx); ok {
+		w.life.Go(w.run)
+	}
+	return nil
 }
 
-// shutdown ends a running count and stops the refreshes.
-func (w *budgetWatch) shutdown() {
-	w.stopOnce.Do(func() {
-		if w.cancel != nil {
-			w.cancel()
-			<-w.done
+func (w *budgetWatch) run(ctx context.Context) {
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, w.interval)
+		switch err := w.refresh(rctx); {
+		case err == nil || ctx.Err() != nil:
+		case store.SchemaMissing(err):
+			// Not migrated yet: /readyz says so, the next pass counts.
+			w.log.DebugContext(rctx, "budget metrics: waiting for the schema")
+		default:
+			w.log.WarnContext(rctx, "budget metrics: count budgets", slog.Any("error", err))
 		}
-	})
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
+
+// Stop ends a running count and stops the refreshes; safe before Start and
+// twice.
+func (w *budgetWatch) Stop() { w.life.Stop() }
 
 // refresh counts the budgets by state now, after reconciling the counters
 // that need it; on error the last counts stay, except that a failed

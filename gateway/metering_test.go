@@ -129,7 +129,9 @@ func TestUsageWriterRidesOutAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.m = m
-	w.start(context.Background())
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	row := func(i int) store.Usage {
 		return store.Usage{RequestID: "r" + jsonInt(int64(i)), OrganizationID: e.org, ProjectID: e.project,
 			Caller: "planner:x", Provider: "anthropic", Model: "m", Status: 200, InputTokens: 1}
@@ -143,7 +145,7 @@ func TestUsageWriterRidesOutAnOutage(t *testing.T) {
 		t.Fatalf("dropped = %v, want 2 (12 rows into a buffer of 10)", got)
 	}
 	sink.down.Store(false)
-	if err := w.close(context.Background()); err != nil {
+	if err := w.close(); err != nil {
 		t.Fatal(err)
 	}
 	var n int

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -58,6 +59,8 @@ type Server struct {
 	upstreams   *Upstreams
 	// budgets counts the token budgets by state; nil without a pool or Redis.
 	budgets *budgetWatch
+	// services are the usage writer, then the budget watch.
+	services *startstop.Group
 	// prices are DefaultPrices merged with gateway.prices.
 	prices   priceTable
 	stopOnce sync.Once
@@ -157,6 +160,11 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 		}
 	}
 	s.usage.m = s.metrics
+	services := []startstop.Service{startstop.Named("usage writer", s.usage)}
+	if s.budgets != nil {
+		services = append(services, startstop.Named("budget watch", s.budgets))
+	}
+	s.services = startstop.NewGroup(services...)
 	return s, nil
 }
 
@@ -196,24 +204,14 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		s.fallbackURL = u
 	}
-	s.usage.start(ctx)
-	if s.budgets != nil {
-		s.budgets.start(ctx)
-	}
-	return nil
+	return s.services.Start(ctx)
 }
 
-// Stop writes the buffered usage (for up to 10 s).
+// Stop stops the budget watch, then writes the buffered usage (for up to
+// 10 s).
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
-		if s.budgets != nil {
-			s.budgets.shutdown()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.usage.close(ctx); err != nil {
-			s.log.Error("usage rows lost at stop", slog.Int("pending", s.usage.pending()), slog.Any("error", err))
-		}
+		s.services.Stop()
 		s.http.CloseIdleConnections()
 	})
 }

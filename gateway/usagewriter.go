@@ -9,6 +9,7 @@ import (
 
 	"github.com/sethvargo/go-retry"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -35,12 +36,14 @@ type usageWriter struct {
 	flushMu sync.Mutex    // one flush at a time
 	batch   []store.Usage // the rows of the flush under way, kept for the next
 
-	kick     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-	started  bool
+	kick chan struct{}
+	// stopTimeout bounds the write of what is left at Stop.
+	stopTimeout time.Duration
+	startstop.Base
 }
+
+// usageStopTimeout is how long Stop writes the buffered usage.
+const usageStopTimeout = 10 * time.Second
 
 const maxUsageBackoff = 30 * time.Second
 
@@ -53,7 +56,7 @@ func usageBackoff(interval time.Duration) retry.Backoff {
 
 func newUsageWriter(sink usageSink, log *slog.Logger, batch, capacity int, interval time.Duration) *usageWriter {
 	return &usageWriter{sink: sink, log: log, size: batch, capacity: capacity, interval: interval,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), stopTimeout: usageStopTimeout}
 }
 
 // pending is how many rows wait in the buffer.
@@ -84,21 +87,25 @@ func (w *usageWriter) add(u store.Usage) {
 	}
 }
 
-// start runs the writer until stop.
-func (w *usageWriter) start(ctx context.Context) {
-	w.started = true
-	go w.run(context.WithoutCancel(ctx))
+// Start runs the writer until Stop.
+func (w *usageWriter) Start(ctx context.Context) error {
+	if _, ok := w.StartInit(ctx); ok {
+		w.Go(w.run)
+	}
+	return nil
 }
 
-func (w *usageWriter) run(ctx context.Context) {
-	defer close(w.done)
+// run writes every interval, and whenever a batch is full, until stop ends;
+// a write under way then is not cut short.
+func (w *usageWriter) run(stop context.Context) {
+	ctx := context.WithoutCancel(stop)
 	t := time.NewTimer(w.interval)
 	defer t.Stop()
 	failures := 0
 	var backoff retry.Backoff // nil while Postgres takes the rows
 	for {
 		select {
-		case <-w.stop:
+		case <-stop.Done():
 			return
 		case <-t.C:
 		case <-w.kick:
@@ -157,11 +164,18 @@ func (w *usageWriter) flush(ctx context.Context) error {
 	}
 }
 
-// close stops the writer and writes what is left, within ctx.
-func (w *usageWriter) close(ctx context.Context) error {
-	w.stopOnce.Do(func() { close(w.stop) })
-	if w.started {
-		<-w.done
+// Stop stops the writer and writes what is left, for up to stopTimeout;
+// rows it could not write are logged as lost.
+func (w *usageWriter) Stop() {
+	if err := w.close(); err != nil {
+		w.log.Error("usage rows lost at stop", slog.Int("pending", w.pending()), slog.Any("error", err))
 	}
+}
+
+// close stops the writer and writes what is left, within stopTimeout.
+func (w *usageWriter) close() error {
+	w.StopRun()
+	ctx, cancel := context.WithTimeout(context.Background(), w.stopTimeout)
+	defer cancel()
 	return w.flush(ctx)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sethvargo/go-retry"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -59,9 +60,8 @@ type EventHub struct {
 
 	numberer *EventNumberer // nil when the store cannot number events
 
-	kick   chan struct{} // wakes the fetcher; dirty says for what
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	kick chan struct{} // wakes the fetcher; dirty says for what
+	life startstop.Base
 
 	mu      sync.Mutex
 	orgs    map[string]map[*EventSub]struct{}
@@ -87,7 +87,8 @@ func NewEventHub(db EventStore, log *slog.Logger) *EventHub {
 }
 
 // Start starts listening. A database that cannot be reached is retried
-// in the background; subscribers are caught up once it answers.
+// in the background; subscribers are caught up once it answers. A hub
+// stopped is not started again.
 func (h *EventHub) Start(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -95,13 +96,11 @@ func (h *EventHub) Start(ctx context.Context) error {
 		return nil
 	}
 	h.started = true
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h.cancel = cancel
-	h.wg.Add(2)
-	go func() { defer h.wg.Done(); h.listen(rctx) }()
-	go func() { defer h.wg.Done(); h.fetch(rctx) }()
+	run, _ := h.life.StartInit(ctx)
+	h.life.Go(h.listen)
+	h.life.Go(h.fetch)
 	if h.numberer != nil {
-		h.numberer.Start(rctx)
+		return h.numberer.Start(run)
 	}
 	return nil
 }
@@ -117,13 +116,10 @@ func (h *EventHub) Stop() {
 		}
 	}
 	h.mu.Unlock()
-	if h.cancel != nil {
-		h.cancel()
-	}
+	h.life.Stop()
 	if h.numberer != nil {
 		h.numberer.Stop()
 	}
-	h.wg.Wait()
 }
 
 // EventHubStats counts what an event hub holds.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -39,8 +40,7 @@ type EventNumberer struct {
 	every time.Duration
 	log   *slog.Logger
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	life startstop.Base
 }
 
 // NewEventNumberer builds a numberer that looks every EventNumberInterval.
@@ -51,27 +51,19 @@ func NewEventNumberer(db EventNumberStore, log *slog.Logger) *EventNumberer {
 	return &EventNumberer{db: db, every: EventNumberInterval, log: log}
 }
 
-// Start numbers in the background until Stop.
-func (n *EventNumberer) Start(ctx context.Context) {
-	if n.cancel != nil {
-		return
+// Start numbers in the background until Stop. It never fails.
+func (n *EventNumberer) Start(ctx context.Context) error {
+	if _, ok := n.life.StartInit(ctx); ok {
+		n.life.Go(n.run)
 	}
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.cancel, n.done = cancel, make(chan struct{})
-	go n.run(bg)
+	return nil
 }
 
-// Stop ends the numbering and waits for one under way.
-func (n *EventNumberer) Stop() {
-	if n.cancel == nil {
-		return
-	}
-	n.cancel()
-	<-n.done
-}
+// Stop ends the numbering and waits for one under way; safe before Start
+// and twice.
+func (n *EventNumberer) Stop() { n.life.Stop() }
 
 func (n *EventNumberer) run(ctx context.Context) {
-	defer close(n.done)
 	wait := n.every
 	t := time.NewTimer(wait)
 	defer t.Stop()

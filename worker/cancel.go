@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -37,47 +38,44 @@ var errCancelled = errors.New("turn cancelled")
 var outcomeCancelled = store.TurnOutcome{Status: store.TurnCancelled, Reason: store.ReasonCancelled}
 
 // cancelListener cancels the running turns named on the cancel channel, in
-// the background from start to shutdown.
+// the background from Start to Stop.
 type cancelListener struct {
 	rdb     redis.UniversalClient
 	channel string
 	running *runningTurns
 
-	sub  *redis.PubSub
-	done chan struct{}
+	startstop.Base
 }
 
 func newCancelListener(rdb redis.UniversalClient, channel string, running *runningTurns) *cancelListener {
 	return &cancelListener{rdb: rdb, channel: channel, running: running}
 }
 
-// start subscribes to the cancel channel, and returns once the subscription
-// is confirmed: no nudge published after start returns is missed.
-func (l *cancelListener) start(ctx context.Context) error {
-	sub := l.rdb.Subscribe(ctx, l.channel)
-	if _, err := sub.Receive(ctx); err != nil {
+// Start subscribes to the cancel channel, and returns once the subscription
+// is confirmed: no nudge published after Start returns is missed. Stop
+// closes the subscription and waits for the listener to return.
+func (l *cancelListener) Start(ctx context.Context) error {
+	run, ok := l.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	// The subscription is the run's: it outlives a start whose ctx ends.
+	sub := l.rdb.Subscribe(run, l.channel)
+	if _, err := sub.Receive(run); err != nil {
 		_ = sub.Close()
+		l.StartFailed()
 		return fmt.Errorf("worker: subscribe to cancels: %w", err)
 	}
-	l.sub, l.done = sub, make(chan struct{})
-	go l.run()
+	l.Go(func(ctx context.Context) {
+		<-ctx.Done()
+		_ = sub.Close()
+	})
+	l.Go(func(context.Context) {
+		for msg := range sub.Channel() {
+			l.running.cancel(msg.Payload, errCancelled)
+		}
+	})
 	return nil
-}
-
-func (l *cancelListener) run() {
-	defer close(l.done)
-	for msg := range l.sub.Channel() {
-		l.running.cancel(msg.Payload, errCancelled)
-	}
-}
-
-// shutdown closes the subscription and waits for the listener to return.
-func (l *cancelListener) shutdown() {
-	if l.sub == nil {
-		return
-	}
-	_ = l.sub.Close()
-	<-l.done
 }
 
 // runningTurns are the turns this worker runs or is claiming, and how to

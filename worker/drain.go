@@ -27,29 +27,25 @@ const handBackTimeout = 5 * time.Second
 // hand their leases back and resume on another worker at once. Stop returns
 // only when its handlers have returned (or handBackTimeout passed), so the
 // caller may close what they use; a lease still held then is freed by
-// expiring this worker's heartbeat.
+// expiring this worker's heartbeat. The services stop in the reverse of
+// their start (Worker.lifecycle): the dispatcher candidate, the embed
+// queue, the turns (drainTurns), the sweeper, the numberer, the cancel
+// listener and the heartbeat. Safe before Start and twice.
 func (w *Worker) Stop() {
 	w.stopping.Store(true)
-	if w.dispatcher != nil {
-		// First, so that a standby takes the lead while this drains.
-		w.dispatcher.Stop()
-	}
-	w.stopEmbedding()
-	if w.srv != nil {
-		// asynq requeues the tasks it cuts off and returns without waiting
-		// for their handlers.
-		w.srv.Shutdown()
-	}
+	w.services.Stop()
+}
+
+// drainTurns stops the asynq server, which gives the running turns the
+// shutdown timeout, requeues the tasks it cuts off and returns without
+// waiting for their handlers; it then waits up to handBackTimeout for them
+// to hand their leases back.
+func (w *Worker) drainTurns() {
+	w.srv.Shutdown()
 	if !w.handlers.wait(handBackTimeout) {
 		w.log.Warn("turns still running after the drain; their leases are freed by expiring the worker's heartbeat",
 			slog.String("worker", w.id), slog.Int("running", w.handlers.count()))
 	}
-	w.sweeper.shutdown()
-	w.numberer.Stop()
-	w.cancels.shutdown()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	w.beat.shutdown(ctx)
 }
 
 // cutOff ends an attempt that asynq cancelled: shutdown (the task is

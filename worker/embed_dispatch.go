@@ -3,11 +3,11 @@ package worker
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -51,32 +51,22 @@ type embedDispatcher struct {
 	queue  embedEnqueuer
 	log    *slog.Logger
 
-	kick   chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	kick chan struct{}
+	startstop.Base
 }
 
 func newEmbedDispatcher(db dirtyStore, listen func(ctx context.Context) (*pgx.Conn, error), queue embedEnqueuer, log *slog.Logger) *embedDispatcher {
 	return &embedDispatcher{db: db, listen: listen, queue: queue, log: log, kick: make(chan struct{}, 1)}
 }
 
-// start runs the listener and the dispatch loop until shutdown; a database
-// that cannot be reached is retried in the background.
-func (d *embedDispatcher) start(ctx context.Context) {
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.cancel = cancel
-	d.wg.Add(2)
-	go func() { defer d.wg.Done(); d.listenLoop(bg) }()
-	go func() { defer d.wg.Done(); d.dispatchLoop(bg) }()
-}
-
-// shutdown stops both and waits for them.
-func (d *embedDispatcher) shutdown() {
-	if d.cancel == nil {
-		return
+// Start runs the listener and the dispatch loop until Stop, which waits for
+// both; a database that cannot be reached is retried in the background.
+func (d *embedDispatcher) Start(ctx context.Context) error {
+	if _, ok := d.StartInit(ctx); ok {
+		d.Go(d.listenLoop)
+		d.Go(d.dispatchLoop)
 	}
-	d.cancel()
-	d.wg.Wait()
+	return nil
 }
 
 // wake asks for a read of the dirty scopes now.

@@ -38,8 +38,11 @@ func newEmbedServer(rdb redis.UniversalClient, names tasks.Names, concurrency in
 	return &embedServer{rdb: rdb, queue: names.EmbedQueue(), concurrency: concurrency, h: h, log: log}
 }
 
-// start runs the server's handlers for embed and backfill tasks.
-func (s *embedServer) start(ctx context.Context) error {
+// Start runs the server's handlers for embed and backfill tasks.
+func (s *embedServer) Start(ctx context.Context) error {
+	if s.srv != nil {
+		return nil
+	}
 	s.srv = asynq.NewServerFromRedisClient(s.rdb, asynq.Config{
 		Concurrency:              s.concurrency,
 		Queues:                   map[string]int{s.queue: 1},
@@ -61,11 +64,12 @@ func (s *embedServer) start(ctx context.Context) error {
 	return nil
 }
 
-// shutdown stops taking embed tasks; one still running after embedShutdown
+// Stop stops taking embed tasks; one still running after embedShutdown
 // goes back to the queue.
-func (s *embedServer) shutdown() {
+func (s *embedServer) Stop() {
 	if s.srv != nil {
 		s.srv.Shutdown()
+		s.srv = nil
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/balletplanner/ballet/internal/startstop"
 )
 
 // beatStore is where the heartbeat records that this worker is alive; a
@@ -34,28 +36,31 @@ type heartbeat struct {
 	// may already take this one for dead.
 	lost func()
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	startstop.Base
 }
 
 func newHeartbeat(db beatStore, id string, slots int, interval, timeout time.Duration, log *slog.Logger, lost func()) *heartbeat {
 	return &heartbeat{db: db, id: id, slots: slots, interval: interval, timeout: timeout, log: log, lost: lost}
 }
 
-// start records the first beat, so that no lease of this worker exists
-// without one, then beats in the background until shutdown.
-func (h *heartbeat) start(ctx context.Context) error {
+// beatStopTimeout bounds the heartbeat's Stop: the write that expires its beat.
+const beatStopTimeout = 5 * time.Second
+
+// Start records the first beat, so that no lease of this worker exists
+// without one, then beats in the background until Stop.
+func (h *heartbeat) Start(ctx context.Context) error {
+	if _, ok := h.StartInit(ctx); !ok {
+		return nil
+	}
 	if err := h.db.BeatSlots(ctx, h.id, h.slots, h.timeout); err != nil {
+		h.StartFailed()
 		return fmt.Errorf("worker: heartbeat: %w", err)
 	}
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h.cancel, h.done = cancel, make(chan struct{})
-	go h.run(bg)
+	h.Go(h.run)
 	return nil
 }
 
 func (h *heartbeat) run(ctx context.Context) {
-	defer close(h.done)
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	last := time.Now()
@@ -84,14 +89,15 @@ func (h *heartbeat) run(ctx context.Context) {
 	}
 }
 
-// shutdown stops beating and expires this worker's beat at once, so that
-// any lease it still holds is resumed elsewhere without waiting for it.
-func (h *heartbeat) shutdown(ctx context.Context) {
-	if h.cancel == nil {
+// Stop stops beating and expires this worker's beat at once (within
+// beatStopTimeout), so that any lease it still holds is resumed elsewhere
+// without waiting for it.
+func (h *heartbeat) Stop() {
+	if !h.StopRun() {
 		return
 	}
-	h.cancel()
-	<-h.done
+	ctx, cancel := context.WithTimeout(context.Background(), beatStopTimeout)
+	defer cancel()
 	if err := h.db.StopBeating(ctx, h.id); err != nil {
 		h.log.WarnContext(ctx, "stop worker heartbeat", slog.String("worker", h.id), slog.Any("error", err))
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -32,10 +33,10 @@ type RetentionDeps struct {
 // Every worker process runs one; the task's id and a period claimed in
 // Postgres under an advisory lock make it one run per interval.
 type Retention struct {
-	h     *retentionHandler
-	srv   *retentionServer
-	sched *retentionScheduler
-	log   *slog.Logger
+	h   *retentionHandler
+	log *slog.Logger
+	// services are the queue's server, then the scheduler.
+	services *startstop.Group
 }
 
 // retentionBudget is how long one run may take: half an interval, at
@@ -59,9 +60,10 @@ func NewRetention(cfg RetentionConfig, d RetentionDeps) (*Retention, error) {
 	}
 	budget := retentionBudget(cfg.Interval)
 	h := &retentionHandler{db: d.DB, cfg: cfg, now: d.Now, budget: budget, log: d.Log, deleted: deleted}
-	return &Retention{h: h, log: d.Log,
-		srv:   newRetentionServer(d.Redis, d.Names, cfg.Interval, h, d.Log),
-		sched: newRetentionScheduler(d.Redis, d.Names, cfg.Interval, budget+time.Minute, d.Log)}, nil
+	return &Retention{h: h, log: d.Log, services: startstop.NewGroup(
+		startstop.Named("retention server", newRetentionServer(d.Redis, d.Names, cfg.Interval, h, d.Log)),
+		startstop.Named("retention scheduler", newRetentionScheduler(d.Redis, d.Names, cfg.Interval, budget+time.Minute, d.Log)),
+	)}, nil
 }
 
 // Start runs the retention queue's server and the scheduler. With every
@@ -71,21 +73,11 @@ func (r *Retention) Start(ctx context.Context) error {
 		r.log.InfoContext(ctx, "retention off: outputs, usage detail and events are kept forever")
 		return nil
 	}
-	if err := r.srv.start(ctx); err != nil {
-		return err
-	}
-	if err := r.sched.start(ctx); err != nil {
-		r.srv.shutdown()
-		return err
-	}
-	return nil
+	return r.services.Start(ctx)
 }
 
-// Stop stops the scheduler, then the server.
-func (r *Retention) Stop() {
-	r.sched.shutdown()
-	r.srv.shutdown()
-}
+// Stop stops the scheduler, then the server; safe before Start and twice.
+func (r *Retention) Stop() { r.services.Stop() }
 
 // RunOnce runs retention now, as the scheduled task does: it does nothing
 // (Ran false) while another run holds the lock or when this period's run

@@ -39,10 +39,13 @@ func retentionKept(interval time.Duration) time.Duration {
 	return max(time.Second, interval*9/10)
 }
 
-// start registers the task and runs the scheduler.
-func (s *retentionScheduler) start(ctx context.Context) error {
+// Start registers the task and runs the scheduler.
+func (s *retentionScheduler) Start(ctx context.Context) error {
+	if s.sched != nil {
+		return nil
+	}
 	s.inspector = asynq.NewInspectorFromRedisClient(s.rdb)
-	s.sched = asynq.NewSchedulerFromRedisClient(s.rdb, &asynq.SchedulerOpts{
+	sched := asynq.NewSchedulerFromRedisClient(s.rdb, &asynq.SchedulerOpts{
 		Logger:          schedulerLogger{asynqLogger{s.log}},
 		LogLevel:        asynq.WarnLevel,
 		Location:        time.UTC,
@@ -53,14 +56,15 @@ func (s *retentionScheduler) start(ctx context.Context) error {
 		return fmt.Errorf("worker: schedule retention: %w", err)
 	}
 	task := asynq.NewTask(tasks.TypeRetention, payload)
-	if _, err := s.sched.Register(fmt.Sprintf("@every %s", s.interval), task, asynq.Queue(s.queue),
+	if _, err := sched.Register(fmt.Sprintf("@every %s", s.interval), task, asynq.Queue(s.queue),
 		asynq.TaskID(tasks.RetentionTaskID), asynq.MaxRetry(0), asynq.Timeout(s.timeout),
 		asynq.Retention(retentionKept(s.interval))); err != nil {
 		return fmt.Errorf("worker: schedule retention: %w", err)
 	}
-	if err := s.sched.Start(); err != nil {
+	if err := sched.Start(); err != nil {
 		return fmt.Errorf("worker: start the retention scheduler: %w", err)
 	}
+	s.sched = sched
 	s.log.InfoContext(ctx, "retention scheduled", slog.String("queue", s.queue), slog.Duration("interval", s.interval))
 	return nil
 }
@@ -86,11 +90,12 @@ func (s *retentionScheduler) enqueued(_ *asynq.TaskInfo, err error) {
 	}
 }
 
-// shutdown stops the scheduler; the inspector shares the process's Redis
+// Stop stops the scheduler; the inspector shares the process's Redis
 // client, which stays open.
-func (s *retentionScheduler) shutdown() {
+func (s *retentionScheduler) Stop() {
 	if s.sched != nil {
 		s.sched.Shutdown()
+		s.sched = nil
 	}
 }
 

@@ -34,8 +34,11 @@ func newRetentionServer(rdb redis.UniversalClient, names tasks.Names, interval t
 	return &retentionServer{rdb: rdb, queue: names.RetentionQueue(), interval: interval, h: h, log: log}
 }
 
-// start runs the server's handler for retention tasks.
-func (s *retentionServer) start(ctx context.Context) error {
+// Start runs the server's handler for retention tasks.
+func (s *retentionServer) Start(ctx context.Context) error {
+	if s.srv != nil {
+		return nil
+	}
 	s.srv = asynq.NewServerFromRedisClient(s.rdb, asynq.Config{
 		Concurrency:              1,
 		Queues:                   map[string]int{s.queue: 1},
@@ -57,9 +60,10 @@ func (s *retentionServer) start(ctx context.Context) error {
 	return nil
 }
 
-// shutdown stops taking retention tasks.
-func (s *retentionServer) shutdown() {
+// Stop stops taking retention tasks.
+func (s *retentionServer) Stop() {
 	if s.srv != nil {
 		s.srv.Shutdown()
+		s.srv = nil
 	}
 }

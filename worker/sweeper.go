@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -46,8 +47,7 @@ type sweeper struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	cancel     context.CancelFunc
-	done       chan struct{}
+	startstop.Base
 	lastForget time.Time
 }
 
@@ -58,24 +58,16 @@ func newSweeper(db sweepStore, queue *tasks.Queue, every, forget time.Duration, 
 	return &sweeper{db: db, queue: queue, every: every, forget: forget, log: log, metrics: m}
 }
 
-// start sweeps every tick in the background until shutdown.
-func (s *sweeper) start(ctx context.Context) {
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel, s.done = cancel, make(chan struct{})
-	go s.run(bg)
-}
-
-// shutdown stops the sweeps and waits for the one running, if any.
-func (s *sweeper) shutdown() {
-	if s.cancel == nil {
-		return
+// Start sweeps every tick in the background until Stop; Stop (Base's)
+// waits for the sweep running, if any.
+func (s *sweeper) Start(ctx context.Context) error {
+	if _, ok := s.StartInit(ctx); ok {
+		s.Go(s.run)
 	}
-	s.cancel()
-	<-s.done
+	return nil
 }
 
 func (s *sweeper) run(ctx context.Context) {
-	defer close(s.done)
 	t := time.NewTicker(s.every)
 	defer t.Stop()
 	var registered time.Time

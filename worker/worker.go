@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -110,6 +111,10 @@ type Worker struct {
 	embedTasks    *tasks.EmbedTasks
 	embedSrv      *embedServer
 	embedDispatch *embedDispatcher
+
+	// services are the above in their start order; Stop stops them in
+	// reverse, which is the drain's order (drain.go).
+	services *startstop.Group
 }
 
 // New builds a worker; shutdown is how long running turns get on Stop.
@@ -158,22 +163,61 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 			marked: w.embedDispatch.wake}
 		w.embedSrv = newEmbedServer(d.Redis, d.Queue.Names(), d.Search.EmbedConcurrency, h, d.Log)
 	}
+	w.services = w.lifecycle()
 	return w, nil
+}
+
+// lifecycle orders the worker's services so that stopping them in reverse
+// drains (drain.go): the dispatcher candidate first, so that a standby
+// takes the lead while this drains; the embed queue; the turns, which get
+// the shutdown timeout and hand their leases back; then what the turns
+// used: the sweeper, the numberer, the cancel listener, and the heartbeat
+// last, expiring this worker's beat.
+func (w *Worker) lifecycle() *startstop.Group {
+	services := []startstop.Service{
+		startstop.Named("heartbeat", w.beat),
+		startstop.Named("cancel listener", w.cancels),
+		startstop.Named("event numberer", w.numberer),
+		startstop.Named("sweeper", w.sweeper),
+		&startstop.Func{Label: "turn server", Up: w.startTurns, Down: w.drainTurns},
+	}
+	if w.embedSrv != nil {
+		services = append(services, startstop.Named("embed server", w.embedSrv),
+			startstop.Named("embed dispatcher", w.embedDispatch))
+	}
+	if w.dispatcher != nil {
+		services = append(services, startstop.Named("dispatcher", w.dispatcher))
+	}
+	return startstop.NewGroup(services...)
 }
 
 // ID names this worker in leases and logs.
 func (w *Worker) ID() string { return w.id }
 
-// Start runs the heartbeat, the asynq server, the cancel listener, the
-// sweeper and, in fair mode, the dispatcher candidate.
+// Start runs the heartbeat, the cancel listener, the event numberer, the
+// sweeper, the asynq server, the embed queue and, in fair mode, the
+// dispatcher candidate; a failed start stops those started, in reverse.
 func (w *Worker) Start(ctx context.Context) error {
-	if err := w.beat.start(ctx); err != nil {
+	if err := w.services.Start(ctx); err != nil {
 		return err
 	}
-	names := w.d.Queue.Names()
+	if w.embedTasks != nil {
+		// One backfill at a time per model, so that a changed
+		// search.embeddings_model re-embeds in the background.
+		if _, err := w.embedTasks.EnqueueEmbedBackfill(ctx); err != nil {
+			w.log.WarnContext(ctx, "enqueue the embedding backfill; run `ballet search backfill` later", slog.Any("error", err))
+		}
+	}
+	w.log.InfoContext(ctx, "worker started", slog.String("worker", w.id), slog.String("queue", w.d.Queue.Names().Queue()),
+		slog.Int("concurrency", w.cfg.Concurrency))
+	return nil
+}
+
+// startTurns runs the asynq server of the planner queue.
+func (w *Worker) startTurns(context.Context) error {
 	w.srv = asynq.NewServerFromRedisClient(w.d.Redis, asynq.Config{
 		Concurrency:              w.cfg.Concurrency,
-		Queues:                   map[string]int{names.Queue(): 1},
+		Queues:                   map[string]int{w.d.Queue.Names().Queue(): 1},
 		TaskCheckInterval:        w.cfg.TaskCheckInterval,
 		DelayedTaskCheckInterval: time.Second,
 		ShutdownTimeout:          w.shutdown,
@@ -185,62 +229,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	mux := asynq.NewServeMux()
 	mux.Use(w.handlers.middleware)
 	mux.HandleFunc(tasks.TypeTurn, w.handle)
-	if err := w.cancels.start(context.WithoutCancel(ctx)); err != nil {
-		w.beat.shutdown(context.WithoutCancel(ctx))
-		return err
-	}
-	w.sweeper.start(ctx)
-	w.numberer.Start(ctx)
 	if err := w.srv.Start(mux); err != nil {
-		w.numberer.Stop()
-		w.sweeper.shutdown()
-		w.cancels.shutdown()
-		w.beat.shutdown(context.WithoutCancel(ctx))
-		return fmt.Errorf("worker: start: %w", err)
-	}
-	if w.dispatcher != nil {
-		_ = w.dispatcher.Start(ctx)
-	}
-	if err := w.startEmbedding(ctx); err != nil {
-		if w.dispatcher != nil {
-			w.dispatcher.Stop()
-		}
-		w.srv.Shutdown()
-		w.numberer.Stop()
-		w.sweeper.shutdown()
-		w.cancels.shutdown()
-		w.beat.shutdown(context.WithoutCancel(ctx))
-		return err
-	}
-	w.log.InfoContext(ctx, "worker started", slog.String("worker", w.id), slog.String("queue", names.Queue()),
-		slog.Int("concurrency", w.cfg.Concurrency))
-	return nil
-}
-
-// startEmbedding starts the embed queue's server and dispatcher, and
-// enqueues the backfill of the configured model (one at a time per model),
-// so that a changed search.embeddings_model re-embeds in the background.
-func (w *Worker) startEmbedding(ctx context.Context) error {
-	if w.embedSrv == nil {
-		return nil
-	}
-	if err := w.embedSrv.start(ctx); err != nil {
-		return err
-	}
-	w.embedDispatch.start(ctx)
-	if _, err := w.embedTasks.EnqueueEmbedBackfill(ctx); err != nil {
-		w.log.WarnContext(ctx, "enqueue the embedding backfill; run `ballet search backfill` later", slog.Any("error", err))
+		return fmt.Errorf("worker: start the planner queue: %w", err)
 	}
 	return nil
-}
-
-// stopEmbedding stops the dispatcher, then the embed queue's server.
-func (w *Worker) stopEmbedding() {
-	if w.embedSrv == nil {
-		return
-	}
-	w.embedDispatch.shutdown()
-	w.embedSrv.shutdown()
 }
 
 // errLater asks asynq to try the task again soon; it is not a failure.

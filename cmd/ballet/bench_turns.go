@@ -250,7 +250,7 @@ func runTurns(ctx context.Context, rt *runtime, r turnWorkload) ([]turnTimes, ti
 		// The events the turns write are numbered as a started worker's
 		// numberer would, so that both modes pay for it.
 		numberer := tasks.NewEventNumberer(rt.db, rt.log)
-		numberer.Start(ctx)
+		_ = numberer.Start(ctx) // it never fails
 		defer numberer.Stop()
 	}
 	ids, err := benchSessions(ctx, rt.db, caller, project, sessions)

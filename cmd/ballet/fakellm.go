@@ -94,14 +94,15 @@ func newFakeUpstream(cfg gateway.Config, log *slog.Logger) (*fakeUpstream, error
 }
 
 // Start listens on gateway.fake_addr.
-func (f *fakeUpstream) Start() error {
+func (f *fakeUpstream) Start(ctx context.Context) error {
 	if err := f.srv.StartOn(f.addr); err != nil {
 		return fmt.Errorf("gateway.fake_addr: %w", err)
 	}
-	f.log.Info("gateway answers calls without a provider credential from the scripted fake model",
+	f.log.InfoContext(ctx, "gateway answers calls without a provider credential from the scripted fake model",
 		slog.String("script", f.script), slog.String("url", f.srv.URL()))
 	return nil
 }
 
-// Stop closes the listener and its connections.
+// Stop closes the listener and its connections; safe before Start and
+// twice.
 func (f *fakeUpstream) Stop() { f.srv.Close() }

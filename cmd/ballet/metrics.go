@@ -79,6 +79,9 @@ func (e slogErrorLog) Println(v ...any) {
 
 // Start listens on the address and serves until Stop.
 func (o *opsServer) Start(ctx context.Context) error {
+	if o.srv != nil {
+		return nil
+	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", o.name, o.addr, err)
@@ -91,8 +94,12 @@ func (o *opsServer) Start(ctx context.Context) error {
 }
 
 // Stop stops the listener, waiting for running requests up to
-// server.shutdown_timeout.
+// server.shutdown_timeout; safe before Start and twice.
 func (o *opsServer) Stop() {
+	if o.srv == nil {
+		return
+	}
+	defer func() { o.srv = nil }()
 	ctx, cancel := context.WithTimeout(context.Background(), o.rt.cfg.Server.ShutdownTimeout)
 	defer cancel()
 	_ = o.srv.Shutdown(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/internal/tracing"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -40,12 +41,6 @@ func (rt *runtime) readiness() *api.Readiness {
 		rt.ready = api.NewReadiness(rt.db, rt.rdb)
 	}
 	return rt.ready
-}
-
-// service is a long-running part of a process.
-type service interface {
-	Start(ctx context.Context) error
-	Stop()
 }
 
 // setup connects to Postgres and Redis, migrating when configured, and
@@ -119,29 +114,22 @@ func stopTracing(tr *tracing.Tracing, log *slog.Logger) {
 }
 
 // run starts the services in order, waits for ctx (SIGTERM or SIGINT), then
-// stops them in reverse order.
-func (rt *runtime) run(ctx context.Context, services ...service) error {
-	var started []service
-	var err error
-	for _, s := range services {
-		if err = s.Start(ctx); err != nil {
-			if ctx.Err() != nil {
-				// SIGTERM while starting: a shutdown, not a failure.
-				rt.log.Info("stopped while starting", slog.Any("error", err))
-				err = nil
-			}
-			break
+// stops them in reverse order; a failed start stops those started, in
+// reverse.
+func (rt *runtime) run(ctx context.Context, services ...startstop.Service) error {
+	g := startstop.NewGroup(services...)
+	if err := g.Start(ctx); err != nil {
+		if ctx.Err() == nil {
+			return err
 		}
-		started = append(started, s)
+		// SIGTERM while starting: a shutdown, not a failure.
+		rt.log.Info("stopped while starting", slog.Any("error", err))
+		return nil
 	}
-	if err == nil && len(started) == len(services) {
-		<-ctx.Done()
-		rt.log.Info("shutting down", slog.Duration("timeout", rt.cfg.Server.ShutdownTimeout))
-	}
-	for i := len(started) - 1; i >= 0; i-- {
-		started[i].Stop()
-	}
-	return err
+	<-ctx.Done()
+	rt.log.Info("shutting down", slog.Duration("timeout", rt.cfg.Server.ShutdownTimeout))
+	g.Stop()
+	return nil
 }
 
 // errNoSigningKey stops a worker or a gateway started without
@@ -150,7 +138,7 @@ var errNoSigningKey = errors.New("config: gateway.signing_key: required when the
 	"give both the same key, e.g. export BALLET_GATEWAY_SIGNING_KEY=$(openssl rand -base64 32)")
 
 // runServices is the body of serve, api, worker and gateway.
-func runServices(ctx context.Context, name, configFile string, build func(rt *runtime) ([]service, error)) error {
+func runServices(ctx context.Context, name, configFile string, build func(rt *runtime) ([]startstop.Service, error)) error {
 	cfg, err := LoadConfig(configPath(configFile), os.Environ())
 	if err != nil {
 		return err
@@ -171,7 +159,7 @@ func runServices(ctx context.Context, name, configFile string, build func(rt *ru
 }
 
 func runServe(ctx context.Context, configFile string) error {
-	return runServices(ctx, "serve", configFile, func(rt *runtime) ([]service, error) {
+	return runServices(ctx, "serve", configFile, func(rt *runtime) ([]startstop.Service, error) {
 		if rt.cfg.Gateway.SigningKey == "" {
 			// One process mints and checks its own gateway tokens.
 			rt.cfg.Gateway.SigningKey = randomKey()
@@ -196,22 +184,24 @@ func runServe(ctx context.Context, configFile string) error {
 		if err != nil {
 			return nil, err
 		}
-		return append([]service{rt.newMetricsServer(), gw, rt.newSchemaGate(), w, ret, a}, hooks...), nil
+		return append([]startstop.Service{startstop.Named("metrics listener", rt.newMetricsServer()), startstop.Named("gateway", gw),
+			startstop.Named("schema gate", rt.newSchemaGate()), startstop.Named("worker", w), startstop.Named("retention", ret),
+			startstop.Named("api", a)}, hooks...), nil
 	})
 }
 
 func runAPI(ctx context.Context, configFile string) error {
-	return runServices(ctx, "api", configFile, func(rt *runtime) ([]service, error) {
+	return runServices(ctx, "api", configFile, func(rt *runtime) ([]startstop.Service, error) {
 		a, err := rt.newAPI()
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), a}, nil
+		return []startstop.Service{startstop.Named("metrics listener", rt.newMetricsServer()), startstop.Named("api", a)}, nil
 	})
 }
 
 func runWorker(ctx context.Context, configFile string) error {
-	return runServices(ctx, "worker", configFile, func(rt *runtime) ([]service, error) {
+	return runServices(ctx, "worker", configFile, func(rt *runtime) ([]startstop.Service, error) {
 		w, err := rt.newWorker()
 		if err != nil {
 			return nil, err
@@ -224,17 +214,19 @@ func runWorker(ctx context.Context, configFile string) error {
 		if err != nil {
 			return nil, err
 		}
-		return append([]service{rt.newMetricsServer(), newOpsServer(rt, "health", rt.cfg.Worker.Addr), rt.newSchemaGate(), w, ret},
+		return append([]startstop.Service{startstop.Named("metrics listener", rt.newMetricsServer()),
+			startstop.Named("health listener", newOpsServer(rt, "health", rt.cfg.Worker.Addr)),
+			startstop.Named("schema gate", rt.newSchemaGate()), startstop.Named("worker", w), startstop.Named("retention", ret)},
 			hooks...), nil
 	})
 }
 
 func runGateway(ctx context.Context, configFile string) error {
-	return runServices(ctx, "gateway", configFile, func(rt *runtime) ([]service, error) {
+	return runServices(ctx, "gateway", configFile, func(rt *runtime) ([]startstop.Service, error) {
 		gw, err := rt.newGateway()
 		if err != nil {
 			return nil, err
 		}
-		return []service{rt.newMetricsServer(), gw}, nil
+		return []startstop.Service{startstop.Named("metrics listener", rt.newMetricsServer()), startstop.Named("gateway", gw)}, nil
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/balletplanner/ballet/api"
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/internal/webhooks"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -122,7 +123,7 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 
 // webhookSenders is the process's webhook sender when webhooks are on
 // (webhooks.allowed_hosts is set), else none.
-func (rt *runtime) webhookSenders() ([]service, error) {
+func (rt *runtime) webhookSenders() ([]startstop.Service, error) {
 	if !rt.cfg.Webhooks.Enabled() {
 		return nil, nil
 	}
@@ -130,7 +131,7 @@ func (rt *runtime) webhookSenders() ([]service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return []service{s}, nil
+	return []startstop.Service{startstop.Named("webhook sender", s)}, nil
 }
 
 // newRetention builds the worker's retention: the scheduler and the queue
@@ -185,6 +186,8 @@ type gatewayService struct {
 	gw   *gateway.Server
 	ops  *opsServer
 	fake *fakeUpstream // nil without gateway.fake
+	// services are the fake model, the gateway and its listener.
+	services *startstop.Group
 }
 
 func (rt *runtime) newGateway() (*gatewayService, error) {
@@ -205,31 +208,17 @@ func (rt *runtime) newGateway() (*gatewayService, error) {
 	g.gw = gw
 	g.ops = newOpsServer(rt, "gateway", rt.cfg.Gateway.Addr)
 	g.ops.mux.Handle("/v1/", gw.Handler())
+	// The fake model first: the gateway reads its URL when it starts.
+	var services []startstop.Service
+	if g.fake != nil {
+		services = append(services, startstop.Named("fake model", g.fake))
+	}
+	g.services = startstop.NewGroup(append(services, startstop.Named("gateway", g.gw), startstop.Named("gateway listener", g.ops))...)
 	return g, nil
 }
 
-// Start starts the fake model first: the gateway reads its URL when it starts.
-func (g *gatewayService) Start(ctx context.Context) (err error) {
-	if g.fake != nil {
-		if err := g.fake.Start(); err != nil {
-			return err
-		}
-		defer func() {
-			if err != nil {
-				g.fake.Stop()
-			}
-		}()
-	}
-	if err := g.gw.Start(ctx); err != nil {
-		return err
-	}
-	return g.ops.Start(ctx)
-}
+// Start starts the fake model, the gateway and its listener, in order.
+func (g *gatewayService) Start(ctx context.Context) error { return g.services.Start(ctx) }
 
-func (g *gatewayService) Stop() {
-	g.ops.Stop()
-	g.gw.Stop()
-	if g.fake != nil {
-		g.fake.Stop()
-	}
-}
+// Stop stops them in reverse.
+func (g *gatewayService) Stop() { g.services.Stop() }

@@ -18,6 +18,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/balletplanner/ballet/internal/ssrf"
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -58,8 +59,7 @@ type Sender struct {
 	log    *slog.Logger
 	count  *prometheus.CounterVec
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	life startstop.Base
 }
 
 // NewSender builds the sender of a valid configuration; its counter is
@@ -97,23 +97,17 @@ func NewSender(cfg Config, db deliveryStore, reg prometheus.Registerer, log *slo
 
 // Start delivers in the background until Stop.
 func (s *Sender) Start(ctx context.Context) error {
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel, s.done = cancel, make(chan struct{})
-	go s.run(bg)
+	if _, ok := s.life.StartInit(ctx); ok {
+		s.life.Go(s.run)
+	}
 	return nil
 }
 
-// Stop stops the polls and waits for the attempts under way.
-func (s *Sender) Stop() {
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	<-s.done
-}
+// Stop stops the polls and waits for the attempts under way; safe before
+// Start and twice.
+func (s *Sender) Stop() { s.life.Stop() }
 
 func (s *Sender) run(ctx context.Context) {
-	defer close(s.done)
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
 	for {

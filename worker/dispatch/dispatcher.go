@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -70,8 +71,7 @@ type Dispatcher struct {
 	notes []store.DispatchNote
 	stale bool // a (re)connected listener asks for a resync
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	life startstop.Base
 	// thread and listening measure the CPU of the dispatcher's goroutines:
 	// the one that campaigns and leads, and its listener's.
 	thread, listening *threadMeter
@@ -85,24 +85,17 @@ func New(db Store, queue Enqueuer, cfg Config, m *Metrics, log *slog.Logger) *Di
 
 // Start campaigns and dispatches in the background until Stop.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.cancel, d.done = cancel, make(chan struct{})
-	go d.run(bg)
+	if _, ok := d.life.StartInit(ctx); ok {
+		d.life.Go(d.run)
+	}
 	return nil
 }
 
 // Stop ends the dispatcher and waits for it; its lock goes with its
 // connection. Safe before Start and twice.
-func (d *Dispatcher) Stop() {
-	if d.cancel == nil {
-		return
-	}
-	d.cancel()
-	<-d.done
-}
+func (d *Dispatcher) Stop() { d.life.Stop() }
 
 func (d *Dispatcher) run(ctx context.Context) {
-	defer close(d.done)
 	d.thread = d.metrics.meter()
 	defer d.thread.stop()
 	for ctx.Err() == nil {
