@@ -55,7 +55,7 @@ type budgetWatch struct {
 	emptySeen  map[string]bool // counter keys found missing with no usage in Postgres
 	reconciles *prometheus.CounterVec
 
-	life     startstop.Base
+	life startstop.Base
 }
 
 // budgetSource is what the budget watch reads from Postgres: the budgeted
