@@ -50,11 +50,7 @@ func (db *DB) ClaimWebhooks(ctx context.Context, limit int, lease time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim webhooks: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WebhookDelivery, error) {
-		var d WebhookDelivery
-		err := row.Scan(&d.ID, &d.Turn, &d.URL, &d.Payload, &d.Attempts, &d.CreatedAt)
-		return d, err
-	})
+	out, err := collect(rows, scanWebhookDelivery)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim webhooks: %w", err)
 	}
@@ -92,13 +88,28 @@ func (db *DB) WebhookFailed(ctx context.Context, id, reason string) error {
 // WebhookOfTurn reads the delivery row of a turn; not found when the turn
 // has none (no webhook, or not ended).
 func (db *DB) WebhookOfTurn(ctx context.Context, turn string) (WebhookState, error) {
-	var w WebhookState
-	err := db.pool.QueryRow(ctx, `SELECT id, turn_id::text, url, payload, attempts, created_at,
-			next_attempt_at, delivered_at, failed_at, last_error
-		FROM webhook_deliveries WHERE turn_id = $1`, turn).Scan(&w.ID, &w.Turn, &w.URL, &w.Payload, &w.Attempts,
-		&w.CreatedAt, &w.NextAttemptAt, &w.DeliveredAt, &w.FailedAt, &w.LastError)
+	w, err := scanWebhookState(db.pool.QueryRow(ctx, webhookOfTurnSQL, turn))
 	if err != nil {
 		return WebhookState{}, fmt.Errorf("store: webhook of turn: %w", notFound(err, "webhook of turn %q", turn))
 	}
 	return w, nil
+}
+
+// webhookOfTurnSQL reads the delivery row of a turn, the columns
+// scanWebhookState reads.
+const webhookOfTurnSQL = `SELECT id, turn_id::text, url, payload, attempts, created_at,
+		next_attempt_at, delivered_at, failed_at, last_error
+	FROM webhook_deliveries WHERE turn_id = $1`
+
+func scanWebhookDelivery(row pgx.Row) (WebhookDelivery, error) {
+	var d WebhookDelivery
+	err := row.Scan(&d.ID, &d.Turn, &d.URL, &d.Payload, &d.Attempts, &d.CreatedAt)
+	return d, err
+}
+
+func scanWebhookState(row pgx.Row) (WebhookState, error) {
+	var w WebhookState
+	err := row.Scan(&w.ID, &w.Turn, &w.URL, &w.Payload, &w.Attempts,
+		&w.CreatedAt, &w.NextAttemptAt, &w.DeliveredAt, &w.FailedAt, &w.LastError)
+	return w, err
 }
