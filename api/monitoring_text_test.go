@@ -11,9 +11,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/retention"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
-	"github.com/balletplanner/ballet/worker"
 )
 
 // completedTask waits for the task of the queue's Completed tab that
@@ -51,10 +51,10 @@ func TestDashboardCompletedTabAndText(t *testing.T) {
 		t.Errorf("completed turn task %+v, want its result to say how the turn ended", got)
 	}
 
-	cfg := worker.DefaultRetentionConfig()
+	cfg := retention.DefaultConfig()
 	cfg.Interval = time.Second
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	ret, err := worker.NewRetention(cfg, worker.RetentionDeps{DB: e.db, Redis: e.rdb, Names: e.names, Registry: prometheus.NewRegistry(), Log: log})
+	ret, err := retention.New(cfg, retention.Deps{DB: e.db, Redis: e.rdb, Names: e.names, Registry: prometheus.NewRegistry(), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +63,14 @@ func TestDashboardCompletedTabAndText(t *testing.T) {
 	}
 	t.Cleanup(ret.Stop)
 	old := asynq.NewClientFromRedisClient(e.rdb)
-	if _, err := old.Enqueue(asynq.NewTask(tasks.TypeRetention, nil), asynq.Queue(e.names.RetentionQueue()),
+	if _, err := old.Enqueue(asynq.NewTask(retention.TaskType, nil), asynq.Queue(e.names.RetentionQueue()),
 		asynq.TaskID("earlier-version"), asynq.MaxRetry(0), asynq.Retention(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name, id, payload string
 	}{
-		{"the scheduled run", tasks.RetentionTaskID, `{"every":"1s"}`},
+		{"the scheduled run", retention.TaskID, `{"every":"1s"}`},
 		{"a run of an earlier version", "earlier-version", "(empty)"},
 	}
 	for _, tt := range tests {

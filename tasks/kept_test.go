@@ -7,6 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/balletplanner/ballet/embeddings"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
@@ -73,12 +74,12 @@ func TestKeepCompleted(t *testing.T) {
 					t.Fatalf("enqueued again over the kept task: %+v, %v; want it pending, kept %s", info, err, tt.kept)
 				}
 			}
-			et := tasks.NewEmbedTasks(q, tasks.DefaultSearchConfig())
+			et := embeddings.NewTasks(q, embeddings.DefaultSearchConfig())
 			scope := store.EmbedScope{OrganizationID: "o", ProjectID: "p"}
 			if _, err := et.EnqueueEmbed(ctx, scope); err != nil {
 				t.Fatal(err)
 			}
-			info, err := q.Inspector().GetTaskInfo(names.EmbedQueue(), tasks.EmbedTaskID(scope))
+			info, err := q.Inspector().GetTaskInfo(names.EmbedQueue(), embeddings.TaskID(scope))
 			if err != nil || info.Retention != tt.kept {
 				t.Fatalf("embed task %+v, %v: want it kept %s", info, err, tt.kept)
 			}

@@ -20,7 +20,7 @@ const (
 // Listener holds one Postgres LISTEN connection until its context ends:
 // it connects, reconnecting with backoff (doubling from 50 ms up to 5 s),
 // pings a silent connection every 30 s, and hands each notification's
-// payload to Notify. The event hub and the worker's embed dispatcher each
+// payload to Notify. The event hub and the embeddings dispatcher each
 // run one.
 type Listener struct {
 	// Name prefixes its log lines ("event listener", "embed dispatcher").

@@ -61,6 +61,20 @@ func (n Names) SessionChannel(session string) string {
 	return n.Namespace + "ballet:planner:session:" + session
 }
 
+// QueueEmbed is the queue embedding runs on, before the namespace: its
+// tasks and asynq server are package embeddings'.
+const QueueEmbed = "embed"
+
+// EmbedQueue is the embed queue's name.
+func (n Names) EmbedQueue() string { return n.Namespace + QueueEmbed }
+
+// QueueRetention is the queue retention runs on, before the namespace: its
+// task, asynq server and scheduler are package retention's.
+const QueueRetention = "retention"
+
+// RetentionQueue is the retention queue's name.
+func (n Names) RetentionQueue() string { return n.Namespace + QueueRetention }
+
 // CancelChannel carries cancel nudges for running turns (turn ids).
 func (n Names) CancelChannel() string { return n.Namespace + "ballet:planner:cancel" }
 
@@ -99,8 +113,10 @@ func NewQueue(rdb redis.UniversalClient, names Names, timeout time.Duration, opt
 // (KeepCompleted); 0 when it does not.
 func (q *Queue) KeptCompleted() time.Duration { return q.kept }
 
-// retention is the asynq options that keep a completed task, if any.
-func (q *Queue) retention() []asynq.Option {
+// KeepOptions is the asynq options that keep a completed task, if any
+// (KeepCompleted), for the tasks of other queues enqueued on the queue's
+// client.
+func (q *Queue) KeepOptions() []asynq.Option {
 	if q.kept <= 0 {
 		return nil
 	}
@@ -109,6 +125,10 @@ func (q *Queue) retention() []asynq.Option {
 
 // Names returns the queue's naming.
 func (q *Queue) Names() Names { return q.names }
+
+// Client is the queue's asynq client, for the tasks of the other queues
+// (embeddings).
+func (q *Queue) Client() *asynq.Client { return q.client }
 
 // Inspector is the asynq inspector on the same client.
 func (q *Queue) Inspector() *asynq.Inspector { return q.inspector }
@@ -211,7 +231,7 @@ func (q *Queue) enqueue(ctx context.Context, session, turn, taskID string) error
 	if err != nil {
 		return err
 	}
-	task := asynq.NewTask(TypeTurn, payload, append(q.retention(), asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
+	task := asynq.NewTask(TypeTurn, payload, append(q.KeepOptions(), asynq.TaskID(taskID), asynq.Queue(q.names.Queue()),
 		asynq.Timeout(q.timeout), asynq.MaxRetry(50))...)
 	_, err = q.client.EnqueueContext(ctx, task)
 	return err

@@ -3,284 +3,73 @@ package worker_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/balletplanner/ballet/gateway/fakellm"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/balletplanner/ballet/embeddings"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
-	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/worker"
 )
 
-// testEmbedder embeds with the fake model's vectors, counting its calls;
-// the first fails calls fail, and while block is set each call waits for
-// it to close.
-type testEmbedder struct {
-	model string
-	fails atomic.Int64
-	block chan struct{}
-
-	mu    sync.Mutex
-	calls [][]string // texts of each call that answered
-	tried atomic.Int64
+// hungEmbedder is a provider that does not answer: each call waits until
+// release is closed (then fails) or its context ends, counting the calls.
+type hungEmbedder struct {
+	release chan struct{}
+	tried   atomic.Int64
 }
 
-func (e *testEmbedder) Model() string { return e.model }
+func (e *hungEmbedder) Model() string { return "embed-a" }
 
-func (e *testEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (e *hungEmbedder) Embed(ctx context.Context, _ []string) ([][]float32, error) {
 	e.tried.Add(1)
-	if e.block != nil {
-		select {
-		case <-e.block:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	if e.fails.Add(-1) >= 0 {
+	select {
+	case <-e.release:
 		return nil, errors.New("embeddings provider: 503 overloaded")
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	e.mu.Lock()
-	e.calls = append(e.calls, slices.Clone(texts))
-	e.mu.Unlock()
-	out := make([][]float32, len(texts))
-	for i, t := range texts {
-		out[i] = fakellm.Embed(t)
-	}
-	return out, nil
 }
 
-// callsWith counts the answered calls that embedded a text containing s.
-func (e *testEmbedder) callsWith(s string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, c := range e.calls {
-		if slices.ContainsFunc(c, func(t string) bool { return strings.Contains(t, s) }) {
-			n++
-		}
-	}
-	return n
-}
-
-// embedEnv is a worker env whose worker embeds with emb.
-func embedEnv(t *testing.T, emb *testEmbedder, sc tasks.SearchConfig) *env {
-	t.Helper()
-	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: ok\n")
-	e.deps.Search = sc
-	e.deps.Embedders = func(string, string) store.Embedder { return emb }
-	return e
-}
-
-func searchConfig(model string) tasks.SearchConfig {
-	sc := tasks.DefaultSearchConfig()
-	sc.EmbeddingsModel = model
-	sc.EmbedDelay = 300 * time.Millisecond
-	return sc
-}
-
-func (e *env) knowledge(title, body string) store.KnowledgeEntry {
+// startEmbeddings runs the embeddings pipeline beside the env's workers,
+// with emb, until the test ends.
+func (e *env) startEmbeddings(emb store.Embedder) {
 	e.t.Helper()
-	k, err := e.db.CreateKnowledge(context.Background(), e.human, "acme", store.NewKnowledge{
+	sc := embeddings.DefaultSearchConfig()
+	sc.EmbeddingsModel = emb.Model()
+	s, err := embeddings.New(embeddings.Deps{DB: e.db, Redis: e.deps.Redis, Queue: e.queue, Search: sc, Log: e.log,
+		Embedders: func(string, string) store.Embedder { return emb }, Registry: prometheus.NewRegistry()})
+	must(e.t, err)
+	must(e.t, s.Start(context.Background()))
+	e.t.Cleanup(s.Stop)
+}
+
+func (e *env) knowledge(title, body string) {
+	e.t.Helper()
+	_, err := e.db.CreateKnowledge(context.Background(), e.human, "acme", store.NewKnowledge{
 		Kind: store.KnowledgeNote, Title: title, Body: body, Projects: []string{"WEB"}})
 	must(e.t, err)
-	return k
 }
 
-// semanticHits searches the knowledge space with q through the vector leg
-// of model and returns the titles found.
-func (e *env) semanticHits(emb store.Embedder, q string) []string {
-	e.t.Helper()
-	hits, err := e.db.SearchKnowledge(context.Background(), e.human, "acme", store.KnowledgeSearch{Q: q,
-		Embedders: func(string, string) store.Embedder { return emb }})
-	must(e.t, err)
-	var titles []string
-	for _, h := range hits {
-		titles = append(titles, h.Title)
-	}
-	return titles
-}
-
-// waitEmbedded waits until the scopes are clean and no vector is of
-// another model than model.
-func (e *env) waitEmbedded(model string, want int64) {
-	e.t.Helper()
-	var cur, other int64
-	var dirty []store.EmbedScope
-	if !storetest.Poll(storetest.WaitTimeout, func() bool {
-		var err error
-		cur, other, err = e.db.EmbeddingCounts(context.Background(), model)
-		must(e.t, err)
-		dirty, err = e.db.DirtyEmbedScopes(context.Background(), 10)
-		must(e.t, err)
-		return cur == want && other == 0 && len(dirty) == 0
-	}) {
-		e.t.Fatalf("vectors: %d of %s (want %d), %d of others; dirty %v", cur, model, want, other, dirty)
-	}
-}
-
-// TestEmbedQueueEmbedsAnEditedEntry: an entry created and then edited is
-// embedded by the worker's embed queue, and a query that shares no word
-// with it but a concept finds it through the vector leg.
-func TestEmbedQueueEmbedsAnEditedEntry(t *testing.T) {
-	t.Parallel()
-	emb := &testEmbedder{model: "embed-a"}
-	e := embedEnv(t, emb, searchConfig("embed-a"))
-	k := e.knowledge("Checkout incident", "Payments were down for an hour.")
-	e.start()
-	e.waitEmbedded("embed-a", 1)
-	title := "Checkout outage report"
-	_, err := e.db.UpdateKnowledge(context.Background(), e.human, "acme", k.ID, store.KnowledgeUpdate{Version: k.Version, Title: &title})
-	must(t, err)
-	storetest.WaitFor(t, "the edited title to be embedded", func() bool { return emb.callsWith("outage report") == 1 })
-	e.waitEmbedded("embed-a", 1)
-	if got := e.semanticHits(emb, "downtime"); !slices.Contains(got, title) {
-		t.Fatalf("search downtime: %v, want %q", got, title)
-	}
-}
-
-// TestEmbedQueueCoalescesABurst: edits of one entry within the embed delay
-// are one embed task, one embeddings call.
-func TestEmbedQueueCoalescesABurst(t *testing.T) {
-	t.Parallel()
-	emb := &testEmbedder{model: "embed-a"}
-	sc := searchConfig("embed-a")
-	sc.EmbedDelay = 3 * time.Second
-	e := embedEnv(t, emb, sc)
-	k := e.knowledge("Release notes", "v1")
-	e.start()
-	e.waitEmbedded("embed-a", 1)
-	ctx := context.Background()
-	start := time.Now()
-	const edits = 20
-	for i := range edits {
-		body := "burst edit " + strings.Repeat("x", i+1)
-		k2, err := e.db.UpdateKnowledge(ctx, e.human, "acme", k.ID, store.KnowledgeUpdate{Version: k.Version, Body: &body})
-		must(t, err)
-		k = k2
-	}
-	took := time.Since(start)
-	final := "burst edit " + strings.Repeat("x", edits)
-	storetest.WaitFor(t, "the last edit to be embedded", func() bool { return emb.callsWith(final) > 0 })
-	e.waitEmbedded("embed-a", 1)
-	got := emb.callsWith("burst edit")
-	// The whole burst within the window is one task; a machine too loaded
-	// to make 20 edits in 3s gets a task per window it spanned.
-	if want := 1 + int(took/sc.EmbedDelay); got > want {
-		t.Fatalf("%d edits in %s were embedded by %d calls, want at most %d", edits, took, got, want)
-	}
-}
-
-// TestEmbedQueueRetriesAFailingProvider: a provider that fails three times
-// is retried with backoff, and the entry is embedded after.
-func TestEmbedQueueRetriesAFailingProvider(t *testing.T) {
-	t.Parallel()
-	emb := &testEmbedder{model: "embed-a"}
-	e := embedEnv(t, emb, searchConfig("embed-a"))
-	e.knowledge("Login", "SSO is broken for some customers.")
-	emb.fails.Store(3)
-	e.start()
-	e.waitEmbedded("embed-a", 1)
-	if n := emb.tried.Load(); n < 4 {
-		t.Fatalf("%d embeddings calls, want the 3 failures and a success", n)
-	}
-}
-
-// TestEmbedQueueMarksAgainAfterTheLastRetry: a task that fails on its
-// last retry marks its scope again, and the dispatcher's next task
-// embeds it: nothing is lost.
-func TestEmbedQueueMarksAgainAfterTheLastRetry(t *testing.T) {
-	t.Parallel()
-	emb := &testEmbedder{model: "embed-a"}
-	sc := searchConfig("embed-a")
-	sc.EmbedMaxRetry = 1
-	e := embedEnv(t, emb, sc)
-	e.knowledge("Invoice", "Refund flow.")
-	emb.fails.Store(2) // the first run and its one retry
-	e.start()
-	e.waitEmbedded("embed-a", 1)
-	if n := emb.tried.Load(); n < 3 {
-		t.Fatalf("%d embeddings calls, want 2 failures and a success", n)
-	}
-}
-
-// TestEmbedQueueReembedsOnAModelChange: a worker started with another
-// model re-embeds every vector in the background, and search then uses
-// the new model's vectors only.
-func TestEmbedQueueReembedsOnAModelChange(t *testing.T) {
-	t.Parallel()
-	a := &testEmbedder{model: "embed-a"}
-	e := embedEnv(t, a, searchConfig("embed-a"))
-	for _, title := range []string{"Deploy checklist", "Latency budget", "Password rotation"} {
-		e.knowledge(title, "notes")
-	}
-	w := e.start()
-	e.waitEmbedded("embed-a", 3)
-	w.Stop()
-
-	b := &testEmbedder{model: "embed-b"}
-	e.deps.Search = searchConfig("embed-b")
-	e.deps.Embedders = func(string, string) store.Embedder { return b }
-	e.start()
-	e.waitEmbedded("embed-b", 3)
-	if got := e.semanticHits(a, "rollout"); slices.Contains(got, "Deploy checklist") {
-		t.Fatalf("a query embedded with the old model still finds the old vectors: %v", got)
-	}
-	if got := e.semanticHits(b, "rollout"); !slices.Contains(got, "Deploy checklist") {
-		t.Fatalf("search rollout with the new model: %v", got)
-	}
-}
-
-// TestEmbeddingNeverTakesATurnsSlot: with one turn slot and the embed
-// queue stuck on a provider that does not answer, turns still run.
+// TestEmbeddingNeverTakesATurnsSlot: with one turn slot and the embeddings
+// pipeline stuck on a provider that does not answer, turns still run.
 func TestEmbeddingNeverTakesATurnsSlot(t *testing.T) {
 	t.Parallel()
-	emb := &testEmbedder{model: "embed-a", block: make(chan struct{})}
-	defer close(emb.block)
-	e := embedEnv(t, emb, searchConfig("embed-a"))
+	emb := &hungEmbedder{release: make(chan struct{})}
+	defer close(emb.release)
+	e := newEnv(t, "loop: true\nanswers:\n  - content:\n      - text: ok\n")
 	for i := range 5 {
 		e.knowledge("Entry "+strings.Repeat("i", i+1), "text")
 	}
 	e.start(func(c *worker.Config, _ *worker.PlannerConfig) { c.Concurrency = 1 })
+	e.startEmbeddings(emb)
 	storetest.WaitFor(t, "the embed queue to be busy", func() bool { return emb.tried.Load() > 0 })
 	s := e.session()
 	for range 3 {
 		res := e.send(s, "hello")
 		e.waitDone(s, res.Turn)
 	}
-}
-
-// TestEmbedDispatcherSurvivesALostListener: with the dispatcher's LISTEN
-// connection killed, an edit is still embedded (the listener reconnects,
-// and the backstop sweep reads the marks whatever the notifications).
-func TestEmbedDispatcherSurvivesALostListener(t *testing.T) {
-	t.Parallel()
-	emb := &testEmbedder{model: "embed-a"}
-	e := embedEnv(t, emb, searchConfig("embed-a"))
-	k := e.knowledge("Rollout plan", "v1")
-	e.start()
-	e.waitEmbedded("embed-a", 1)
-	ctx := context.Background()
-	var killed int
-	storetest.WaitFor(t, "the dispatcher's LISTEN connection killed", func() bool {
-		err := e.db.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE application_name = $1 AND datname = current_database()`, worker.EmbedListenerName).Scan(&killed)
-		must(t, err)
-		return killed > 0
-	})
-	body := "after the listener was lost"
-	_, err := e.db.UpdateKnowledge(ctx, e.human, "acme", k.ID, store.KnowledgeUpdate{Version: k.Version, Body: &body})
-	must(t, err)
-	storetest.WaitFor(t, "the edit embedded", func() bool { return emb.callsWith(body) == 1 })
-	e.waitEmbedded("embed-a", 1)
-	storetest.WaitFor(t, "the dispatcher listening again", func() bool {
-		var n int
-		must(t, e.db.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = $1 AND datname = current_database()`, worker.EmbedListenerName).Scan(&n))
-		return n == 1
-	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/asynqlog"
 	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
@@ -40,7 +41,7 @@ type Deps struct {
 	// DB is the store. The worker's own code reaches it only through the
 	// small interfaces declared where they are used (turnStore,
 	// transcriptStore, toolCallStore, principalStore, cancelStore,
-	// promptStore, beatStore, sweepStore, embedStore, dirtyStore); the
+	// promptStore, beatStore, sweepStore); the
 	// tools get it whole, in their tools.Env, and so does the planner that
 	// enqueues a session's next turn.
 	DB        *store.DB
@@ -51,26 +52,21 @@ type Deps struct {
 	Tools     Toolbox
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
-	// Embedders gives the embedder metered to a scope, for the embed
-	// queue's tasks and the tools' search (nil: no embeddings).
+	// Embedders gives the embedder metered to a scope, for the tools'
+	// search (nil: no vector leg).
 	Embedders store.Embedders
 	// Scheduler is the [scheduler] section: in fair mode (the zero value
 	// too) the worker runs a dispatcher candidate (worker/dispatch).
 	Scheduler dispatch.Config
-	// Search is the [search] section. With Embedders and
-	// Search.EmbeddingsModel set, the worker runs the embed queue beside
-	// the planner queue (embed_server.go, embed_dispatch.go,
-	// embed_handler.go).
-	Search tasks.SearchConfig
 }
 
 // Worker is the asynq server that runs planner turns, with its background
 // goroutines, one file each: the heartbeat (heartbeat.go), the sweeper that
 // resumes turns of crashed workers (sweeper.go), the listener for cancel
-// nudges (cancel.go), and, with embeddings, the embed queue's own asynq
-// server (embed_server.go, embed_handler.go) and its dispatcher
-// (embed_dispatch.go), and an event numberer (tasks.EventNumberer), so
-// that the planner's events are numbered wherever workers run. A turn's life: handle.go runs a task through claim
+// nudges (cancel.go), and an event numberer (tasks.EventNumberer), so
+// that the planner's events are numbered wherever workers run. The
+// embeddings pipeline (package embeddings) and retention (package
+// retention) run beside it, each a service of its own. A turn's life: handle.go runs a task through claim
 // and lease (claim.go), the loop (loop.go) with its model calls (model.go),
 // tool calls (toolcalls.go) and compaction (compact.go), to its finish;
 // drain.go is what Stop does to the turns still running.
@@ -106,11 +102,6 @@ type Worker struct {
 	// dispatcher is this process's candidate for dispatching turns; nil
 	// in fifo mode.
 	dispatcher *dispatch.Dispatcher
-
-	// The embed queue; nil without embeddings.
-	embedTasks    *tasks.EmbedTasks
-	embedSrv      *embedServer
-	embedDispatch *embedDispatcher
 
 	// services are the above in their start order; Stop stops them in
 	// reverse, which is the drain's order (drain.go).
@@ -152,24 +143,13 @@ func New(cfg Config, planner PlannerConfig, shutdown time.Duration, d Deps) (*Wo
 		}
 		w.dispatcher = dispatch.New(d.DB, d.Queue, d.Scheduler, dm, d.Log)
 	}
-	if d.Embedders != nil && d.Search.EmbeddingsModel != "" {
-		em, err := newEmbedMetrics(d.Registry)
-		if err != nil {
-			return nil, err
-		}
-		w.embedTasks = tasks.NewEmbedTasks(d.Queue, d.Search)
-		w.embedDispatch = newEmbedDispatcher(d.DB, d.DB.ListenEmbedDirty, w.embedTasks, d.Log)
-		h := &embedHandler{db: d.DB, embedders: d.Embedders, batch: d.Search.EmbedBatch, log: d.Log, m: em,
-			marked: w.embedDispatch.wake}
-		w.embedSrv = newEmbedServer(d.Redis, d.Queue.Names(), d.Search.EmbedConcurrency, h, d.Log)
-	}
 	w.services = w.lifecycle()
 	return w, nil
 }
 
 // lifecycle orders the worker's services so that stopping them in reverse
 // drains (drain.go): the dispatcher candidate first, so that a standby
-// takes the lead while this drains; the embed queue; the turns, which get
+// takes the lead while this drains; the turns, which get
 // the shutdown timeout and hand their leases back; then what the turns
 // used: the sweeper, the numberer, the cancel listener, and the heartbeat
 // last, expiring this worker's beat.
@@ -181,10 +161,6 @@ func (w *Worker) lifecycle() *startstop.Group {
 		startstop.Named("sweeper", w.sweeper),
 		&startstop.Func{Label: "turn server", Up: w.startTurns, Down: w.drainTurns},
 	}
-	if w.embedSrv != nil {
-		services = append(services, startstop.Named("embed server", w.embedSrv),
-			startstop.Named("embed dispatcher", w.embedDispatch))
-	}
 	if w.dispatcher != nil {
 		services = append(services, startstop.Named("dispatcher", w.dispatcher))
 	}
@@ -195,18 +171,11 @@ func (w *Worker) lifecycle() *startstop.Group {
 func (w *Worker) ID() string { return w.id }
 
 // Start runs the heartbeat, the cancel listener, the event numberer, the
-// sweeper, the asynq server, the embed queue and, in fair mode, the
+// sweeper, the asynq server and, in fair mode, the
 // dispatcher candidate; a failed start stops those started, in reverse.
 func (w *Worker) Start(ctx context.Context) error {
 	if err := w.services.Start(ctx); err != nil {
 		return err
-	}
-	if w.embedTasks != nil {
-		// One backfill at a time per model, so that a changed
-		// search.embeddings_model re-embeds in the background.
-		if _, err := w.embedTasks.EnqueueEmbedBackfill(ctx); err != nil {
-			w.log.WarnContext(ctx, "enqueue the embedding backfill; run `ballet search backfill` later", slog.Any("error", err))
-		}
 	}
 	w.log.InfoContext(ctx, "worker started", slog.String("worker", w.id), slog.String("queue", w.d.Queue.Names().Queue()),
 		slog.Int("concurrency", w.cfg.Concurrency))
@@ -223,7 +192,7 @@ func (w *Worker) startTurns(context.Context) error {
 		ShutdownTimeout:          w.shutdown,
 		RetryDelayFunc:           retryDelay,
 		IsFailure:                func(err error) bool { return !errors.Is(err, errLater) },
-		Logger:                   asynqLogger{w.log},
+		Logger:                   asynqlog.Logger{L: w.log},
 		LogLevel:                 asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
@@ -243,23 +212,4 @@ func retryDelay(n int, err error, _ *asynq.Task) time.Duration {
 		return min(time.Duration(n+1)*time.Second, 10*time.Second)
 	}
 	return min(time.Duration(1<<min(n, 5))*time.Second, 30*time.Second)
-}
-
-// asynqLogger sends asynq's own logs to slog.
-type asynqLogger struct{ l *slog.Logger }
-
-func (a asynqLogger) Debug(args ...any) {
-	a.l.Debug(fmt.Sprint(args...), slog.String("component", "asynq"))
-}
-func (a asynqLogger) Info(args ...any) {
-	a.l.Info(fmt.Sprint(args...), slog.String("component", "asynq"))
-}
-func (a asynqLogger) Warn(args ...any) {
-	a.l.Warn(fmt.Sprint(args...), slog.String("component", "asynq"))
-}
-func (a asynqLogger) Error(args ...any) {
-	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
-}
-func (a asynqLogger) Fatal(args ...any) {
-	a.l.Error(fmt.Sprint(args...), slog.String("component", "asynq"))
 }

@@ -12,13 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/balletplanner/ballet/embeddings"
 	"github.com/balletplanner/ballet/gateway/fakellm"
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
-	"github.com/balletplanner/ballet/tools"
-	"github.com/balletplanner/ballet/worker"
-	"github.com/balletplanner/ballet/worker/dispatch"
 )
 
 func init() { benchCommands["embed"] = newBenchEmbedCmd }
@@ -172,27 +170,17 @@ func seedEmbedBench(ctx context.Context, db *store.DB, items, projects int) erro
 	return nil
 }
 
-// embedWorker builds a worker whose embed queue embeds with the fake at
+// embedPipeline builds an embeddings pipeline that embeds with the fake at
 // fakeURL (directly, not through the gateway), in a namespace of its own.
-func embedWorker(rt *runtime, fakeURL string, concurrency int) (*worker.Worker, error) {
+func embedPipeline(rt *runtime, fakeURL string, concurrency int) (*embeddings.Service, error) {
 	ns := fmt.Sprintf("bench-embed-%d-", time.Now().UnixNano())
 	names := tasks.Names{Namespace: ns}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := tools.Planner(log)
-	if err != nil {
-		return nil, err
-	}
 	client := llm.NewClient(fakeURL, []byte("bench"), nil)
 	sc := rt.cfg.Search
 	sc.EmbeddingsModel, sc.EmbedConcurrency = benchEmbedModel, concurrency
-	pc := rt.cfg.Planner
-	pc.Skill = ""
-	return worker.New(rt.cfg.Worker, pc, rt.cfg.Worker.ShutdownTimeout, worker.Deps{DB: rt.db, Redis: rt.rdb,
-		Queue: tasks.NewQueue(rt.rdb, names, time.Hour), Publisher: tasks.NewPublisher(rt.rdb, names, log), Tools: reg, Log: log,
-		Model: worker.GatewayModel{Client: client}, Search: sc,
-		// It runs the embed queue; the turn bench's own worker, on a
-		// queue namespace of its own, dispatches and runs the turns.
-		Scheduler: dispatch.Config{Mode: dispatch.ModeFIFO},
+	return embeddings.New(embeddings.Deps{DB: rt.db, Redis: rt.rdb,
+		Queue: tasks.NewQueue(rt.rdb, names, time.Hour), Log: log, Search: sc,
 		Embedders: func(org, project string) store.Embedder {
 			return llm.Embedder{Client: client, EmbeddingModel: benchEmbedModel,
 				Who: llm.Principal{Subject: "search:index", Organization: org, Project: project}}
@@ -207,7 +195,7 @@ func runEmbedBench(ctx context.Context, cfg Config, fakeURL string, items, proje
 		return 0, err
 	}
 	defer done()
-	w, err := embedWorker(rt, fakeURL, concurrency)
+	w, err := embedPipeline(rt, fakeURL, concurrency)
 	if err != nil {
 		return 0, err
 	}
@@ -275,7 +263,7 @@ func turnRun(ctx context.Context, rt *runtime, out io.Writer, fakeURL string, ro
 		if _, err := rt.db.Pool().Exec(ctx, `DELETE FROM search_embeddings`); err != nil {
 			return 0, err
 		}
-		w, err := embedWorker(rt, fakeURL, rt.cfg.Search.EmbedConcurrency)
+		w, err := embedPipeline(rt, fakeURL, rt.cfg.Search.EmbedConcurrency)
 		if err != nil {
 			return 0, err
 		}

@@ -15,8 +15,10 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/embeddings"
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/internal/webhooks"
+	"github.com/balletplanner/ballet/retention"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/worker"
@@ -26,18 +28,18 @@ import (
 // Config is the whole configuration: defaults, then the TOML file, then
 // BALLET_<SECTION>_<KEY> environment variables.
 type Config struct {
-	Server   api.Config           `toml:"server"`
-	Database store.Config         `toml:"database"`
-	Redis    tasks.RedisConfig    `toml:"redis"`
-	Worker   worker.Config        `toml:"worker"`
-	Planner  worker.PlannerConfig `toml:"planner"`
-	Gateway  gateway.Config       `toml:"gateway"`
-	Auth     api.AuthConfig       `toml:"auth"`
-	Log      LogConfig            `toml:"log"`
-	Metrics  MetricsConfig        `toml:"metrics"`
-	Search   tasks.SearchConfig   `toml:"search"`
-	// Retention is the [retention] section (worker/retention_config.go).
-	Retention worker.RetentionConfig `toml:"retention"`
+	Server   api.Config              `toml:"server"`
+	Database store.Config            `toml:"database"`
+	Redis    tasks.RedisConfig       `toml:"redis"`
+	Worker   worker.Config           `toml:"worker"`
+	Planner  worker.PlannerConfig    `toml:"planner"`
+	Gateway  gateway.Config          `toml:"gateway"`
+	Auth     api.AuthConfig          `toml:"auth"`
+	Log      LogConfig               `toml:"log"`
+	Metrics  MetricsConfig           `toml:"metrics"`
+	Search   embeddings.SearchConfig `toml:"search"`
+	// Retention is the [retention] section (retention/config.go).
+	Retention retention.Config `toml:"retention"`
 	// Scheduler is the [scheduler] section (worker/dispatch/config.go).
 	Scheduler dispatch.Config `toml:"scheduler"`
 	// Webhooks is the [webhooks] section (internal/webhooks/config.go).
@@ -90,9 +92,9 @@ func DefaultConfig() Config {
 		Auth:     api.DefaultAuthConfig(),
 		Log:      LogConfig{Level: "info", Format: "json"},
 		Metrics:  MetricsConfig{Addr: "127.0.0.1:8083"},
-		Search:   tasks.DefaultSearchConfig(),
-		// Retention: worker/retention_config.go.
-		Retention: worker.DefaultRetentionConfig(),
+		Search:   embeddings.DefaultSearchConfig(),
+		// Retention: retention/config.go.
+		Retention: retention.DefaultConfig(),
 		Scheduler: dispatch.DefaultConfig(),
 		Webhooks:  webhooks.DefaultConfig(),
 	}

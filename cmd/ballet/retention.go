@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/balletplanner/ballet/worker"
+	"github.com/balletplanner/ballet/retention"
 )
 
 func newRetentionCmd() *cobra.Command {
@@ -46,7 +46,7 @@ func runRetention(ctx context.Context, path string, out io.Writer) error {
 		fmt.Fprintln(out, "retention run: every window is 0 (keep forever): nothing to delete")
 		return nil
 	}
-	rep, err := worker.RunRetention(ctx, r, db, slog.New(slog.DiscardHandler))
+	rep, err := retention.Run(ctx, r, db, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return fmt.Errorf("retention run: %w", err)
 	}
@@ -54,9 +54,9 @@ func runRetention(ctx context.Context, path string, out io.Writer) error {
 		return errRetentionBusy
 	}
 	fmt.Fprintf(out, "retention run: %d planner outputs deleted (%s), %d usage rows rolled up by day (%s), %d events deleted (%s)\n",
-		rep.Deleted[worker.RetentionOutputs], retentionWindow(r.Outputs),
-		rep.Deleted[worker.RetentionUsage], retentionWindow(r.UsageDetail),
-		rep.Deleted[worker.RetentionEvents], retentionWindow(r.Events))
+		rep.Deleted[retention.Outputs], retentionWindow(r.Outputs),
+		rep.Deleted[retention.Usage], retentionWindow(r.UsageDetail),
+		rep.Deleted[retention.Events], retentionWindow(r.Events))
 	return nil
 }
 

@@ -172,6 +172,10 @@ func runServe(ctx context.Context, configFile string) error {
 		if err != nil {
 			return nil, err
 		}
+		emb, err := rt.newEmbeddings()
+		if err != nil {
+			return nil, err
+		}
 		ret, err := rt.newRetention()
 		if err != nil {
 			return nil, err
@@ -185,8 +189,8 @@ func runServe(ctx context.Context, configFile string) error {
 			return nil, err
 		}
 		return append([]startstop.Service{startstop.Named("metrics listener", rt.newMetricsServer()), startstop.Named("gateway", gw),
-			startstop.Named("schema gate", rt.newSchemaGate()), startstop.Named("worker", w), startstop.Named("retention", ret),
-			startstop.Named("api", a)}, hooks...), nil
+			startstop.Named("schema gate", rt.newSchemaGate()), startstop.Named("worker", w), startstop.Named("embeddings", emb),
+			startstop.Named("retention", ret), startstop.Named("api", a)}, hooks...), nil
 	})
 }
 
@@ -206,6 +210,10 @@ func runWorker(ctx context.Context, configFile string) error {
 		if err != nil {
 			return nil, err
 		}
+		emb, err := rt.newEmbeddings()
+		if err != nil {
+			return nil, err
+		}
 		ret, err := rt.newRetention()
 		if err != nil {
 			return nil, err
@@ -216,8 +224,8 @@ func runWorker(ctx context.Context, configFile string) error {
 		}
 		return append([]startstop.Service{startstop.Named("metrics listener", rt.newMetricsServer()),
 			startstop.Named("health listener", newOpsServer(rt, "health", rt.cfg.Worker.Addr)),
-			startstop.Named("schema gate", rt.newSchemaGate()), startstop.Named("worker", w), startstop.Named("retention", ret)},
-			hooks...), nil
+			startstop.Named("schema gate", rt.newSchemaGate()), startstop.Named("worker", w),
+			startstop.Named("embeddings", emb), startstop.Named("retention", ret)}, hooks...), nil
 	})
 }
 

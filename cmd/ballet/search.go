@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
 
-	"github.com/balletplanner/ballet/tasks"
+	"github.com/balletplanner/ballet/embeddings"
 )
 
 func newSearchCmd() *cobra.Command {
@@ -61,7 +61,7 @@ func runSearch(ctx context.Context, action, path string, wait bool, timeout time
 		return err
 	}
 	defer rt.close()
-	et := tasks.NewEmbedTasks(rt.queue(), cfg.Search)
+	et := embeddings.NewTasks(rt.queue(), cfg.Search)
 	if action == "status" {
 		return searchStatus(ctx, rt, et, out)
 	}
@@ -71,18 +71,18 @@ func runSearch(ctx context.Context, action, path string, wait bool, timeout time
 // searchBackfill enqueues the backfill task of the configured model: a
 // worker marks every organization and project dirty, and the embed queue
 // re-embeds what is missing, changed or of another model.
-func searchBackfill(ctx context.Context, rt *runtime, et *tasks.EmbedTasks, out io.Writer, wait bool, timeout time.Duration) error {
+func searchBackfill(ctx context.Context, rt *runtime, et *embeddings.Tasks, out io.Writer, wait bool, timeout time.Duration) error {
 	model := rt.cfg.Search.EmbeddingsModel
-	enqueued, err := et.EnqueueEmbedBackfill(ctx)
+	enqueued, err := et.EnqueueBackfill(ctx)
 	if err != nil {
 		return err
 	}
 	if enqueued {
 		fmt.Fprintf(out, "search backfill: enqueued task %s on queue %s; a worker marks every organization and project for embedding with %s\n",
-			tasks.BackfillTaskID(model), et.Names().EmbedQueue(), model)
+			embeddings.BackfillTaskID(model), et.Names().EmbedQueue(), model)
 	} else {
 		fmt.Fprintf(out, "search backfill: task %s is already waiting on queue %s; it marks every organization and project for embedding with %s\n",
-			tasks.BackfillTaskID(model), et.Names().EmbedQueue(), model)
+			embeddings.BackfillTaskID(model), et.Names().EmbedQueue(), model)
 	}
 	if err := printCounts(ctx, rt, out); err != nil {
 		return err
@@ -115,8 +115,8 @@ func searchBackfill(ctx context.Context, rt *runtime, et *tasks.EmbedTasks, out 
 // embedIdle reports that the backfill task ran (it is gone, or kept as
 // completed: worker.completed_retention), no scope is dirty and the embed
 // queue holds no task that can still run.
-func embedIdle(ctx context.Context, rt *runtime, et *tasks.EmbedTasks) (bool, error) {
-	info0, err := rt.queue().Inspector().GetTaskInfo(et.Names().EmbedQueue(), tasks.BackfillTaskID(rt.cfg.Search.EmbeddingsModel))
+func embedIdle(ctx context.Context, rt *runtime, et *embeddings.Tasks) (bool, error) {
+	info0, err := rt.queue().Inspector().GetTaskInfo(et.Names().EmbedQueue(), embeddings.BackfillTaskID(rt.cfg.Search.EmbeddingsModel))
 	switch {
 	case err == nil && info0.State != asynq.TaskStateCompleted: // a completed one is kept for the dashboard
 		return false, nil
@@ -151,7 +151,7 @@ const dirtyShown = 1000
 
 // searchStatus prints the model, pgvector, the vector counts, the dirty
 // scopes and the embed queue.
-func searchStatus(ctx context.Context, rt *runtime, et *tasks.EmbedTasks, out io.Writer) error {
+func searchStatus(ctx context.Context, rt *runtime, et *embeddings.Tasks, out io.Writer) error {
 	ext, err := rt.db.VectorExtension(ctx)
 	if err != nil {
 		return err

@@ -11,10 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/balletplanner/ballet/api"
+	"github.com/balletplanner/ballet/embeddings"
 	"github.com/balletplanner/ballet/gateway"
 	"github.com/balletplanner/ballet/gateway/llm"
 	"github.com/balletplanner/ballet/internal/startstop"
 	"github.com/balletplanner/ballet/internal/webhooks"
+	"github.com/balletplanner/ballet/retention"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tools"
@@ -117,8 +119,15 @@ func (rt *runtime) newWorker() (*worker.Worker, error) {
 	return worker.New(rt.cfg.Worker, rt.cfg.Planner, rt.cfg.Worker.ShutdownTimeout, worker.Deps{
 		DB: rt.db, Redis: rt.rdb, Queue: rt.queue(), Publisher: tasks.NewPublisher(rt.rdb, rt.names(), rt.log),
 		Model: worker.GatewayModel{Client: client}, Tools: reg, Registry: rt.reg, Log: rt.log,
-		Embedders: rt.embedders("search:index"), Search: rt.cfg.Search, Scheduler: rt.cfg.Scheduler,
+		Embedders: rt.embedders("search:index"), Scheduler: rt.cfg.Scheduler,
 	})
+}
+
+// newEmbeddings builds the process's embeddings pipeline (the embed
+// queue's server and dispatcher), off without search.embeddings_model.
+func (rt *runtime) newEmbeddings() (*embeddings.Service, error) {
+	return embeddings.New(embeddings.Deps{DB: rt.db, Redis: rt.rdb, Queue: rt.queue(),
+		Embedders: rt.embedders("search:index"), Search: rt.cfg.Search, Registry: rt.reg, Log: rt.log})
 }
 
 // webhookSenders is the process's webhook sender when webhooks are on
@@ -134,10 +143,10 @@ func (rt *runtime) webhookSenders() ([]startstop.Service, error) {
 	return []startstop.Service{startstop.Named("webhook sender", s)}, nil
 }
 
-// newRetention builds the worker's retention: the scheduler and the queue
-// of the [retention] runs.
-func (rt *runtime) newRetention() (*worker.Retention, error) {
-	return worker.NewRetention(rt.cfg.Retention, worker.RetentionDeps{
+// newRetention builds the process's retention: the scheduler and the
+// queue of the [retention] runs.
+func (rt *runtime) newRetention() (*retention.Service, error) {
+	return retention.New(rt.cfg.Retention, retention.Deps{
 		DB: rt.db, Redis: rt.rdb, Names: rt.names(), Registry: rt.reg, Log: rt.log})
 }
 

@@ -1,4 +1,4 @@
-package tasks_test
+package embeddings_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/balletplanner/ballet/embeddings"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tasks/taskstest"
@@ -18,22 +19,22 @@ func TestSearchConfigValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		edit func(*tasks.SearchConfig)
+		edit func(*embeddings.SearchConfig)
 		want string
 	}{
-		{"defaults", func(*tasks.SearchConfig) {}, ""},
-		{"a model", func(c *tasks.SearchConfig) { c.EmbeddingsModel = "text-embedding-3-small" }, ""},
-		{"no batch", func(c *tasks.SearchConfig) { c.EmbedBatch = 0 }, "search.embed_batch: must be 1-2048, got 0"},
-		{"batch too large", func(c *tasks.SearchConfig) { c.EmbedBatch = 2049 }, "search.embed_batch: must be 1-2048, got 2049"},
-		{"no concurrency", func(c *tasks.SearchConfig) { c.EmbedConcurrency = 0 }, "search.embed_concurrency: must be 1-256, got 0"},
-		{"negative delay", func(c *tasks.SearchConfig) { c.EmbedDelay = -time.Second }, "search.embed_delay: must be 0-1h0m0s, got -1s"},
-		{"no delay", func(c *tasks.SearchConfig) { c.EmbedDelay = 0 }, ""},
-		{"negative retries", func(c *tasks.SearchConfig) { c.EmbedMaxRetry = -1 }, "search.embed_max_retry: must be 0-100, got -1"},
+		{"defaults", func(*embeddings.SearchConfig) {}, ""},
+		{"a model", func(c *embeddings.SearchConfig) { c.EmbeddingsModel = "text-embedding-3-small" }, ""},
+		{"no batch", func(c *embeddings.SearchConfig) { c.EmbedBatch = 0 }, "search.embed_batch: must be 1-2048, got 0"},
+		{"batch too large", func(c *embeddings.SearchConfig) { c.EmbedBatch = 2049 }, "search.embed_batch: must be 1-2048, got 2049"},
+		{"no concurrency", func(c *embeddings.SearchConfig) { c.EmbedConcurrency = 0 }, "search.embed_concurrency: must be 1-256, got 0"},
+		{"negative delay", func(c *embeddings.SearchConfig) { c.EmbedDelay = -time.Second }, "search.embed_delay: must be 0-1h0m0s, got -1s"},
+		{"no delay", func(c *embeddings.SearchConfig) { c.EmbedDelay = 0 }, ""},
+		{"negative retries", func(c *embeddings.SearchConfig) { c.EmbedMaxRetry = -1 }, "search.embed_max_retry: must be 0-100, got -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := tasks.DefaultSearchConfig()
+			c := embeddings.DefaultSearchConfig()
 			tt.edit(&c)
 			err := c.Validate()
 			if tt.want == "" {
@@ -59,9 +60,9 @@ func TestEnqueueEmbedCoalesces(t *testing.T) {
 	names := tasks.Names{Namespace: rc.Namespace}
 	q := tasks.NewQueue(rdb, names, time.Minute)
 	t.Cleanup(q.Close)
-	sc := tasks.DefaultSearchConfig()
+	sc := embeddings.DefaultSearchConfig()
 	sc.EmbeddingsModel, sc.EmbedDelay, sc.EmbedMaxRetry = "m1", time.Hour, 7
-	et := tasks.NewEmbedTasks(q, sc)
+	et := embeddings.NewTasks(q, sc)
 	scope := store.EmbedScope{OrganizationID: "o1", ProjectID: "p1"}
 
 	for i, want := range []bool{true, false, false} {
@@ -73,15 +74,15 @@ func TestEnqueueEmbedCoalesces(t *testing.T) {
 	if got, err := et.EnqueueEmbed(ctx, store.EmbedScope{OrganizationID: "o1"}); err != nil || !got {
 		t.Fatalf("the organization's scope: %v, %v; want a task of its own", got, err)
 	}
-	info, err := q.Inspector().GetTaskInfo(names.EmbedQueue(), tasks.EmbedTaskID(scope))
+	info, err := q.Inspector().GetTaskInfo(names.EmbedQueue(), embeddings.TaskID(scope))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p tasks.EmbedPayload
+	var p embeddings.Payload
 	if err := json.Unmarshal(info.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	if info.Queue != rc.Namespace+"embed" || info.ID != "embed:o1:p1" || info.Type != tasks.TypeEmbed ||
+	if info.Queue != rc.Namespace+"embed" || info.ID != "embed:o1:p1" || info.Type != embeddings.TypeEmbed ||
 		info.State != asynq.TaskStateScheduled || info.MaxRetry != 7 || time.Until(info.NextProcessAt) < 59*time.Minute ||
 		p.Scope() != scope {
 		t.Fatalf("task %+v, payload %+v", info, p)
@@ -106,8 +107,8 @@ func TestEnqueueEmbedBackfill(t *testing.T) {
 	rdb, rc := taskstest.New(t)
 	q := tasks.NewQueue(rdb, tasks.Names{Namespace: rc.Namespace}, time.Minute)
 	t.Cleanup(q.Close)
-	sc := tasks.DefaultSearchConfig()
-	if _, err := tasks.NewEmbedTasks(q, sc).EnqueueEmbedBackfill(ctx); err == nil || !strings.Contains(err.Error(), "search.embeddings_model is not set") {
+	sc := embeddings.DefaultSearchConfig()
+	if _, err := embeddings.NewTasks(q, sc).EnqueueBackfill(ctx); err == nil || !strings.Contains(err.Error(), "search.embeddings_model is not set") {
 		t.Fatalf("without a model: %v", err)
 	}
 	for _, tc := range []struct {
@@ -115,12 +116,12 @@ func TestEnqueueEmbedBackfill(t *testing.T) {
 		want  bool
 	}{{"m1", true}, {"m1", false}, {"m2", true}} {
 		sc.EmbeddingsModel = tc.model
-		got, err := tasks.NewEmbedTasks(q, sc).EnqueueEmbedBackfill(ctx)
+		got, err := embeddings.NewTasks(q, sc).EnqueueBackfill(ctx)
 		if err != nil || got != tc.want {
 			t.Fatalf("backfill %s: %v, %v; want %v", tc.model, got, err, tc.want)
 		}
 	}
-	qi, err := tasks.NewEmbedTasks(q, sc).QueueInfo()
+	qi, err := embeddings.NewTasks(q, sc).QueueInfo()
 	if err != nil || qi.Pending != 2 {
 		t.Fatalf("queue %+v, %v; want one backfill per model", qi, err)
 	}

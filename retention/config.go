@@ -1,13 +1,13 @@
-package worker
+package retention
 
 import (
 	"fmt"
 	"time"
 )
 
-// RetentionConfig is the [retention] section: how long outputs, usage
+// Config is the [retention] section: how long outputs, usage
 // detail and events are kept. 0 keeps them forever.
-type RetentionConfig struct {
+type Config struct {
 	// Outputs is how long the outputs of an ended turn (what watchers were
 	// streamed) are kept. The transcript's messages are always kept, and
 	// so are the outputs of turns not yet ended.
@@ -27,12 +27,12 @@ type RetentionConfig struct {
 	Batch int `toml:"batch"`
 }
 
-// DefaultRetentionConfig returns the built-in [retention] defaults: outputs
+// DefaultConfig returns the built-in [retention] defaults: outputs
 // and events for 30 days (well past any client reconnecting), usage detail
 // for 90 days (a quarter of per-call rows, beyond the longest budget
 // period), a run every hour, 1000 rows per statement.
-func DefaultRetentionConfig() RetentionConfig {
-	return RetentionConfig{
+func DefaultConfig() Config {
+	return Config{
 		Outputs:     30 * 24 * time.Hour,
 		UsageDetail: 90 * 24 * time.Hour,
 		Events:      30 * 24 * time.Hour,
@@ -55,12 +55,12 @@ const (
 )
 
 // Enabled reports whether anything is ever deleted.
-func (c RetentionConfig) Enabled() bool {
+func (c Config) Enabled() bool {
 	return c.Outputs > 0 || c.UsageDetail > 0 || c.Events > 0
 }
 
 // Validate reports the first invalid key of the section.
-func (c RetentionConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Outputs != 0 && c.Outputs < minRetention:
 		return fmt.Errorf("retention.outputs: must be 0 (keep forever) or at least %s, got %s", minRetention, c.Outputs)

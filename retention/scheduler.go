@@ -1,4 +1,4 @@
-package worker
+package retention
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/asynqlog"
 	"github.com/balletplanner/ballet/tasks"
 )
 
 // retentionScheduler is asynq's scheduler enqueueing the retention task
 // every retention.interval. Every worker runs one; they coalesce on the
-// task's id (tasks.RetentionTaskID), kept for most of an interval after the
+// task's id (TaskID), kept for most of an interval after the
 // run completes, and the run itself claims its period in Postgres, so that
 // there is one run per interval however many workers run.
 type retentionScheduler struct {
@@ -46,23 +47,23 @@ func (s *retentionScheduler) Start(ctx context.Context) error {
 	}
 	s.inspector = asynq.NewInspectorFromRedisClient(s.rdb)
 	sched := asynq.NewSchedulerFromRedisClient(s.rdb, &asynq.SchedulerOpts{
-		Logger:          schedulerLogger{asynqLogger{s.log}},
+		Logger:          schedulerLogger{asynqlog.Logger{L: s.log}},
 		LogLevel:        asynq.WarnLevel,
 		Location:        time.UTC,
 		PostEnqueueFunc: s.enqueued,
 	})
-	payload, err := tasks.RetentionTaskPayload(s.interval)
+	payload, err := TaskPayload(s.interval)
 	if err != nil {
-		return fmt.Errorf("worker: schedule retention: %w", err)
+		return fmt.Errorf("retention: schedule retention: %w", err)
 	}
-	task := asynq.NewTask(tasks.TypeRetention, payload)
+	task := asynq.NewTask(TaskType, payload)
 	if _, err := sched.Register(fmt.Sprintf("@every %s", s.interval), task, asynq.Queue(s.queue),
-		asynq.TaskID(tasks.RetentionTaskID), asynq.MaxRetry(0), asynq.Timeout(s.timeout),
+		asynq.TaskID(TaskID), asynq.MaxRetry(0), asynq.Timeout(s.timeout),
 		asynq.Retention(retentionKept(s.interval))); err != nil {
-		return fmt.Errorf("worker: schedule retention: %w", err)
+		return fmt.Errorf("retention: schedule retention: %w", err)
 	}
 	if err := sched.Start(); err != nil {
-		return fmt.Errorf("worker: start the retention scheduler: %w", err)
+		return fmt.Errorf("retention: start the retention scheduler: %w", err)
 	}
 	s.sched = sched
 	s.log.InfoContext(ctx, "retention scheduled", slog.String("queue", s.queue), slog.Duration("interval", s.interval))
@@ -81,11 +82,11 @@ func (s *retentionScheduler) enqueued(_ *asynq.TaskInfo, err error) {
 		s.log.Warn("enqueue the retention run", slog.Any("error", err))
 		return
 	}
-	info, err := s.inspector.GetTaskInfo(s.queue, tasks.RetentionTaskID)
+	info, err := s.inspector.GetTaskInfo(s.queue, TaskID)
 	if err != nil || info.State != asynq.TaskStateArchived {
 		return
 	}
-	if err := s.inspector.DeleteTask(s.queue, tasks.RetentionTaskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+	if err := s.inspector.DeleteTask(s.queue, TaskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
 		s.log.Warn("delete the archived retention run", slog.Any("error", err))
 	}
 }
@@ -99,14 +100,14 @@ func (s *retentionScheduler) Stop() {
 	}
 }
 
-// schedulerLogger is asynqLogger without the error a scheduler on a shared
+// schedulerLogger is asynqlog.Logger without the error a scheduler on a shared
 // Redis client logs at every shutdown: the client is the process's, and
 // closed by it.
-type schedulerLogger struct{ asynqLogger }
+type schedulerLogger struct{ asynqlog.Logger }
 
 func (l schedulerLogger) Error(args ...any) {
 	if strings.Contains(fmt.Sprint(args...), "connection is shared") {
 		return
 	}
-	l.asynqLogger.Error(args...)
+	l.Logger.Error(args...)
 }

@@ -1,4 +1,4 @@
-package worker
+package embeddings
 
 import (
 	"context"
@@ -12,16 +12,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/balletplanner/ballet/store"
-	"github.com/balletplanner/ballet/tasks"
 )
 
 // Embedding, end to end. Triggers in Postgres mark a scope (a project, or
 // an organization for its knowledge and organization skills) dirty when a
 // searchable text changes, and NOTIFY store.EmbedDirtyChannel at commit.
-// The dispatcher (embed_dispatch.go) turns marks into embed tasks, one per
+// The dispatcher (dispatch.go) turns marks into embed tasks, one per
 // scope at a time (task id embed:<org>:<project>, run after
 // search.embed_delay, so a burst of edits is one task). The embed queue has
-// an asynq server of its own (embed_server.go), so embedding never takes a
+// an asynq server of its own (server.go), so embedding never takes a
 // planner turn's slot. This file is its handlers.
 
 // embedStore is what the embed handlers need of Postgres; the store
@@ -62,7 +61,7 @@ func newEmbedMetrics(reg prometheus.Registerer) (*embedMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.tasks, m.embedded} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("worker: embed metrics: %w", err)
+			return nil, fmt.Errorf("embeddings: embed metrics: %w", err)
 		}
 	}
 	return m, nil
@@ -88,9 +87,9 @@ type embedHandler struct {
 // last retry marks the scope again, so that the dispatcher enqueues it
 // later: a failing provider loses no change.
 func (h *embedHandler) embed(ctx context.Context, t *asynq.Task) error {
-	var p tasks.EmbedPayload
+	var p Payload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Organization == "" {
-		return fmt.Errorf("worker: embed: bad payload %q: %w", t.Payload(), asynq.SkipRetry)
+		return fmt.Errorf("embeddings: embed: bad payload %q: %w", t.Payload(), asynq.SkipRetry)
 	}
 	s := p.Scope()
 	log := h.log.With(slog.String("organization", s.OrganizationID), slog.String("project", s.ProjectID))
@@ -131,7 +130,7 @@ func (h *embedHandler) fail(ctx context.Context, log *slog.Logger, s store.Embed
 	if !errors.Is(ctx.Err(), context.Canceled) && retried >= maxRetry {
 		if merr := h.db.MarkEmbedScopes(context.WithoutCancel(ctx), s); merr != nil {
 			h.m.tasks.WithLabelValues(embedError).Inc()
-			return fmt.Errorf("worker: embed: mark the scope again after %d retries: %w (after %w)", retried, merr, err)
+			return fmt.Errorf("embeddings: embed: mark the scope again after %d retries: %w (after %w)", retried, merr, err)
 		}
 		h.m.tasks.WithLabelValues(embedGaveUp).Inc()
 		log.WarnContext(ctx, "embedding failed on every retry; the scope is marked to be tried again later",
@@ -141,18 +140,18 @@ func (h *embedHandler) fail(ctx context.Context, log *slog.Logger, s store.Embed
 	h.m.tasks.WithLabelValues(embedError).Inc()
 	log.WarnContext(ctx, "embedding failed; retrying with backoff", slog.Int("retry", retried),
 		slog.Int("max_retry", maxRetry), slog.Any("error", err))
-	return fmt.Errorf("worker: embed %s: %w", tasks.EmbedTaskID(s), err)
+	return fmt.Errorf("embeddings: embed %s: %w", TaskID(s), err)
 }
 
 // backfill marks every organization and project, so that their embed tasks
 // bring every vector to the configured model.
 func (h *embedHandler) backfill(ctx context.Context, t *asynq.Task) error {
-	var p tasks.BackfillPayload
+	var p BackfillPayload
 	_ = json.Unmarshal(t.Payload(), &p)
 	n, err := h.db.MarkAllEmbedScopes(ctx)
 	if err != nil {
 		h.m.tasks.WithLabelValues(embedError).Inc()
-		return fmt.Errorf("worker: embed backfill: %w", err)
+		return fmt.Errorf("embeddings: embed backfill: %w", err)
 	}
 	h.m.tasks.WithLabelValues(embedBackfill).Inc()
 	h.log.InfoContext(ctx, "embedding backfill: every scope marked", slog.Int64("scopes", n), slog.String("model", p.Model))

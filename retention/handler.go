@@ -1,4 +1,4 @@
-package worker
+package retention
 
 import (
 	"context"
@@ -17,12 +17,12 @@ import (
 // The tables a retention run deletes from, the label values of
 // ballet_retention_deleted_total.
 const (
-	RetentionOutputs = "planner_outputs"
-	RetentionUsage   = "usage"
-	RetentionEvents  = "events"
+	Outputs = "planner_outputs"
+	Usage   = "usage"
+	Events  = "events"
 )
 
-var retentionTables = []string{RetentionOutputs, RetentionUsage, RetentionEvents}
+var retentionTables = []string{Outputs, Usage, Events}
 
 // retentionMaxBatches caps the batches of one table in one run; what is
 // left waits for the next run.
@@ -37,8 +37,8 @@ type retentionStore interface {
 	PruneEvents(ctx context.Context, cutoff time.Time, batch int) (int64, error)
 }
 
-// RetentionReport is what one retention run did.
-type RetentionReport struct {
+// Report is what one retention run did.
+type Report struct {
 	// Ran is false when another run held the lock or this period's run was
 	// already done.
 	Ran bool
@@ -53,7 +53,7 @@ type RetentionReport struct {
 // per period, each table in bounded batches of short transactions.
 type retentionHandler struct {
 	db      retentionStore
-	cfg     RetentionConfig
+	cfg     Config
 	now     func() time.Time
 	budget  time.Duration // how long one run may take
 	log     *slog.Logger
@@ -69,7 +69,7 @@ func newRetentionMetrics(reg prometheus.Registerer) (*prometheus.CounterVec, err
 	}
 	if reg != nil {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("worker: retention metrics: %w", err)
+			return nil, fmt.Errorf("retention: retention metrics: %w", err)
 		}
 	}
 	return c, nil
@@ -111,11 +111,11 @@ type retentionResult struct {
 }
 
 // run is one retention run; with claim, only the first of its period.
-func (h *retentionHandler) run(ctx context.Context, claim bool) (RetentionReport, error) {
+func (h *retentionHandler) run(ctx context.Context, claim bool) (Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.budget)
 	defer cancel()
 	now := h.now()
-	rep := RetentionReport{Period: now.Truncate(h.cfg.Interval).UTC(), Deleted: map[string]int64{}}
+	rep := Report{Period: now.Truncate(h.cfg.Interval).UTC(), Deleted: map[string]int64{}}
 	lock, ok, err := h.db.TryRetentionLock(ctx)
 	if err != nil || !ok {
 		return rep, err
@@ -139,9 +139,9 @@ func (h *retentionHandler) run(ctx context.Context, claim bool) (RetentionReport
 	beforeDay := func(w time.Duration) time.Time { return now.Add(-w).UTC().Truncate(24 * time.Hour) }
 	var errs []error
 	for _, s := range []step{
-		{RetentionOutputs, h.cfg.Outputs, before, h.db.PruneOutputs},
-		{RetentionUsage, h.cfg.UsageDetail, beforeDay, h.db.RollupUsage},
-		{RetentionEvents, h.cfg.Events, before, h.db.PruneEvents},
+		{Outputs, h.cfg.Outputs, before, h.db.PruneOutputs},
+		{Usage, h.cfg.UsageDetail, beforeDay, h.db.RollupUsage},
+		{Events, h.cfg.Events, before, h.db.PruneEvents},
 	} {
 		if s.window <= 0 {
 			continue
@@ -153,8 +153,8 @@ func (h *retentionHandler) run(ctx context.Context, claim bool) (RetentionReport
 		}
 	}
 	h.log.InfoContext(ctx, "retention run", slog.Time("period", rep.Period),
-		slog.Int64(RetentionOutputs, rep.Deleted[RetentionOutputs]), slog.Int64(RetentionUsage, rep.Deleted[RetentionUsage]),
-		slog.Int64(RetentionEvents, rep.Deleted[RetentionEvents]))
+		slog.Int64(Outputs, rep.Deleted[Outputs]), slog.Int64(Usage, rep.Deleted[Usage]),
+		slog.Int64(Events, rep.Deleted[Events]))
 	return rep, errors.Join(errs...)
 }
 
@@ -169,7 +169,7 @@ func (h *retentionHandler) drain(ctx context.Context, table string, cutoff time.
 			if ctx.Err() != nil {
 				return total, nil // the budget is spent: the next run goes on
 			}
-			return total, fmt.Errorf("worker: retention of %s: %w", table, err)
+			return total, fmt.Errorf("retention: retention of %s: %w", table, err)
 		}
 		total += n
 		h.deleted.WithLabelValues(table).Add(float64(n))

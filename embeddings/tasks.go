@@ -1,4 +1,4 @@
-package tasks
+package embeddings
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/balletplanner/ballet/store"
+	"github.com/balletplanner/ballet/tasks"
 )
 
 // TypeEmbed is the asynq task type that embeds one scope's changed texts
@@ -17,27 +18,19 @@ import (
 // knowledge entries and skills.
 const TypeEmbed = "search:embed"
 
-// TypeEmbedBackfill is the asynq task type that marks every scope for
+// TypeBackfill is the asynq task type that marks every scope for
 // embedding, so that the embed tasks bring every vector to the configured
 // model.
-const TypeEmbedBackfill = "search:backfill"
+const TypeBackfill = "search:backfill"
 
-// QueueEmbed is the queue embedding runs on, before the namespace. It has
-// an asynq server of its own on each worker, so that embedding never takes
-// a planner turn's slot.
-const QueueEmbed = "embed"
-
-// EmbedQueue is the embed queue's name.
-func (n Names) EmbedQueue() string { return n.Namespace + QueueEmbed }
-
-// EmbedPayload is the payload of an embed task: the scope to embed.
-type EmbedPayload struct {
+// Payload is the payload of an embed task: the scope to embed.
+type Payload struct {
 	Organization string `json:"organization"`
 	Project      string `json:"project,omitempty"`
 }
 
 // Scope is the store's scope of the payload.
-func (p EmbedPayload) Scope() store.EmbedScope {
+func (p Payload) Scope() store.EmbedScope {
 	return store.EmbedScope{OrganizationID: p.Organization, ProjectID: p.Project}
 }
 
@@ -98,23 +91,23 @@ func (c SearchConfig) Validate() error {
 // embedTimeout is the asynq timeout of one embed or backfill task.
 const embedTimeout = 30 * time.Minute
 
-// EmbedTasks enqueues embed and backfill tasks in the embed queue, over a
+// Tasks enqueues embed and backfill tasks in the embed queue, over a
 // Queue's client, with the [search] settings (delay, retries, the
 // backfill's model).
-type EmbedTasks struct {
-	q      *Queue
+type Tasks struct {
+	q      *tasks.Queue
 	search SearchConfig
 }
 
-// NewEmbedTasks builds EmbedTasks on q; closing q closes them.
-func NewEmbedTasks(q *Queue, c SearchConfig) *EmbedTasks { return &EmbedTasks{q: q, search: c} }
+// NewTasks builds Tasks on q; closing q closes them.
+func NewTasks(q *tasks.Queue, c SearchConfig) *Tasks { return &Tasks{q: q, search: c} }
 
 // Names returns the queue's naming.
-func (e *EmbedTasks) Names() Names { return e.q.names }
+func (e *Tasks) Names() tasks.Names { return e.q.Names() }
 
-// EmbedTaskID is the task id of a scope's embed task: one per scope at a
+// TaskID is the task id of a scope's embed task: one per scope at a
 // time, so that marks of one scope coalesce into one task.
-func EmbedTaskID(s store.EmbedScope) string {
+func TaskID(s store.EmbedScope) string {
 	return "embed:" + s.OrganizationID + ":" + s.ProjectID
 }
 
@@ -125,48 +118,48 @@ func BackfillTaskID(model string) string { return "backfill:" + model }
 // EnqueueEmbed puts the scope's embed task in the embed queue, to run after
 // the search.embed_delay window. A task of the scope already waiting there
 // is the one that will embed it: not an error, it returns false.
-func (e *EmbedTasks) EnqueueEmbed(ctx context.Context, s store.EmbedScope) (bool, error) {
-	payload, _ := json.Marshal(EmbedPayload{Organization: s.OrganizationID, Project: s.ProjectID})
-	task := asynq.NewTask(TypeEmbed, payload, append(e.q.retention(), asynq.TaskID(EmbedTaskID(s)), asynq.Queue(e.q.names.EmbedQueue()),
+func (e *Tasks) EnqueueEmbed(ctx context.Context, s store.EmbedScope) (bool, error) {
+	payload, _ := json.Marshal(Payload{Organization: s.OrganizationID, Project: s.ProjectID})
+	task := asynq.NewTask(TypeEmbed, payload, append(e.q.KeepOptions(), asynq.TaskID(TaskID(s)), asynq.Queue(e.q.Names().EmbedQueue()),
 		asynq.ProcessIn(e.search.EmbedDelay), asynq.MaxRetry(e.search.EmbedMaxRetry), asynq.Timeout(embedTimeout))...)
-	ok, err := e.enqueueOnce(ctx, task, EmbedTaskID(s))
+	ok, err := e.enqueueOnce(ctx, task, TaskID(s))
 	if err != nil {
-		return false, fmt.Errorf("tasks: enqueue embed %s: %w", EmbedTaskID(s), err)
+		return false, fmt.Errorf("embeddings: enqueue embed %s: %w", TaskID(s), err)
 	}
 	return ok, nil
 }
 
-// EnqueueEmbedBackfill puts the backfill task of the configured model in
+// EnqueueBackfill puts the backfill task of the configured model in
 // the embed queue; one already waiting or running is not an error, it
 // returns false.
-func (e *EmbedTasks) EnqueueEmbedBackfill(ctx context.Context) (bool, error) {
+func (e *Tasks) EnqueueBackfill(ctx context.Context) (bool, error) {
 	model := e.search.EmbeddingsModel
 	if model == "" {
-		return false, errors.New("tasks: enqueue backfill: search.embeddings_model is not set")
+		return false, errors.New("embeddings: enqueue backfill: search.embeddings_model is not set")
 	}
 	payload, _ := json.Marshal(BackfillPayload{Model: model})
 	id := BackfillTaskID(model)
-	task := asynq.NewTask(TypeEmbedBackfill, payload, append(e.q.retention(), asynq.TaskID(id), asynq.Queue(e.q.names.EmbedQueue()),
+	task := asynq.NewTask(TypeBackfill, payload, append(e.q.KeepOptions(), asynq.TaskID(id), asynq.Queue(e.q.Names().EmbedQueue()),
 		asynq.MaxRetry(e.search.EmbedMaxRetry), asynq.Timeout(embedTimeout))...)
 	ok, err := e.enqueueOnce(ctx, task, id)
 	if err != nil {
-		return false, fmt.Errorf("tasks: enqueue backfill %s: %w", id, err)
+		return false, fmt.Errorf("embeddings: enqueue backfill %s: %w", id, err)
 	}
 	return ok, nil
 }
 
 // enqueueOnce enqueues task under id; a task holding the id that can still
 // run coalesces (false), one archived (it gave up) is replaced.
-func (e *EmbedTasks) enqueueOnce(ctx context.Context, task *asynq.Task, id string) (bool, error) {
+func (e *Tasks) enqueueOnce(ctx context.Context, task *asynq.Task, id string) (bool, error) {
 	for range 2 {
-		_, err := e.q.client.EnqueueContext(ctx, task)
+		_, err := e.q.Client().EnqueueContext(ctx, task)
 		if err == nil {
 			return true, nil
 		}
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {
 			return false, err
 		}
-		info, err := e.q.inspector.GetTaskInfo(e.q.names.EmbedQueue(), id)
+		info, err := e.q.Inspector().GetTaskInfo(e.q.Names().EmbedQueue(), id)
 		switch {
 		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
 			continue // done in between: the id is free again
@@ -175,15 +168,15 @@ func (e *EmbedTasks) enqueueOnce(ctx context.Context, task *asynq.Task, id strin
 		case info.State != asynq.TaskStateArchived && info.State != asynq.TaskStateCompleted:
 			return false, nil
 		}
-		if err := e.q.inspector.DeleteTask(e.q.names.EmbedQueue(), id); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+		if err := e.q.Inspector().DeleteTask(e.q.Names().EmbedQueue(), id); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
 			return false, err
 		}
 	}
 	return false, nil
 }
 
-// EmbedQueueInfo counts the embed queue's tasks by state; a queue not
+// QueueInfo counts the embed queue's tasks by state; a queue not
 // created yet counts nothing.
-func (e *EmbedTasks) QueueInfo() (*asynq.QueueInfo, error) {
-	return e.q.QueueInfo(e.q.names.EmbedQueue())
+func (e *Tasks) QueueInfo() (*asynq.QueueInfo, error) {
+	return e.q.QueueInfo(e.q.Names().EmbedQueue())
 }

@@ -1,4 +1,4 @@
-package worker
+package embeddings
 
 import (
 	"context"
@@ -22,9 +22,9 @@ const (
 	embedMinGap     = 200 * time.Millisecond // between two reads
 )
 
-// EmbedListenerName is the application_name of the embed dispatcher's LISTEN
+// ListenerName is the application_name of the embed dispatcher's LISTEN
 // connection, for finding it in pg_stat_activity.
-const EmbedListenerName = store.EmbedListenerName
+const ListenerName = store.EmbedListenerName
 
 // dirtyStore is what the dispatcher reads of Postgres: the scopes marked
 // dirty; *store.DB provides it.
@@ -35,7 +35,7 @@ type dirtyStore interface {
 var _ dirtyStore = (*store.DB)(nil)
 
 // embedEnqueuer puts a scope's embed task in the embed queue, coalescing
-// with one waiting there; *tasks.EmbedTasks provides it.
+// with one waiting there; *Tasks provides it.
 type embedEnqueuer interface {
 	EnqueueEmbed(ctx context.Context, s store.EmbedScope) (bool, error)
 }

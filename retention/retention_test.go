@@ -1,4 +1,4 @@
-package worker_test
+package retention_test
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/balletplanner/ballet/internal/promread"
+	"github.com/balletplanner/ballet/retention"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tasks/taskstest"
-	"github.com/balletplanner/ballet/worker"
 )
 
 // retentionFixture is a project with planner sessions, usage and events
@@ -126,7 +126,7 @@ func TestRetentionRunWithFakeClock(t *testing.T) {
 	ctx := context.Background()
 	f := newRetentionFixture(t)
 	now := time.Date(2026, 6, 30, 12, 30, 0, 0, time.UTC)
-	cfg := worker.RetentionConfig{Outputs: 30 * 24 * time.Hour, UsageDetail: 40 * 24 * time.Hour,
+	cfg := retention.Config{Outputs: 30 * 24 * time.Hour, UsageDetail: 40 * 24 * time.Hour,
 		Events: 30 * 24 * time.Hour, Interval: time.Hour, Batch: 2}
 
 	oldEnded, oldTurn := f.session(now.Add(-31*24*time.Hour), true)
@@ -161,7 +161,7 @@ func TestRetentionRunWithFakeClock(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	clock := now
-	r, err := worker.NewRetention(cfg, worker.RetentionDeps{DB: f.db, Registry: reg, Now: func() time.Time { return clock }})
+	r, err := retention.New(cfg, retention.Deps{DB: f.db, Registry: reg, Now: func() time.Time { return clock }})
 	must(t, err)
 	rep, err := r.RunOnce(ctx)
 	must(t, err)
@@ -245,10 +245,10 @@ func TestRetentionRunWithFakeClock(t *testing.T) {
 	}
 	clock = now.Add(time.Hour)
 	rep, err = r.RunOnce(ctx)
-	if err != nil || !rep.Ran || rep.Deleted[worker.RetentionOutputs]+rep.Deleted[worker.RetentionUsage]+rep.Deleted[worker.RetentionEvents] != 0 {
+	if err != nil || !rep.Ran || rep.Deleted[retention.Outputs]+rep.Deleted[retention.Usage]+rep.Deleted[retention.Events] != 0 {
 		t.Errorf("next interval's run = %+v, %v; want a run deleting nothing", rep, err)
 	}
-	for table, want := range map[string]float64{worker.RetentionOutputs: 3, worker.RetentionUsage: 5, worker.RetentionEvents: float64(oldEvents)} {
+	for table, want := range map[string]float64{retention.Outputs: 3, retention.Usage: 5, retention.Events: float64(oldEvents)} {
 		if got := deletedTotal(t, reg, table); got != want {
 			t.Errorf("ballet_retention_deleted_total{table=%q} = %v, want %v", table, got, want)
 		}

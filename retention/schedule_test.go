@@ -1,4 +1,4 @@
-package worker_test
+package retention_test
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/balletplanner/ballet/internal/logtest"
+	"github.com/balletplanner/ballet/retention"
 	"github.com/balletplanner/ballet/store/storetest"
 	"github.com/balletplanner/ballet/tasks"
 	"github.com/balletplanner/ballet/tasks/taskstest"
-	"github.com/balletplanner/ballet/worker"
 )
 
 // retentionLog is a log sink several goroutines write to.
@@ -39,13 +39,13 @@ func TestRetentionOneRunPerIntervalAcrossWorkers(t *testing.T) {
 	db := storetest.New(t)
 	rdb, rc := taskstest.New(t)
 	names := tasks.Names{Namespace: rc.Namespace}
-	cfg := worker.DefaultRetentionConfig()
+	cfg := retention.DefaultConfig()
 	cfg.Interval = time.Second
 	logs := &retentionLog{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var all []*worker.Retention
+	var all []*retention.Service
 	for range 3 {
-		r, err := worker.NewRetention(cfg, worker.RetentionDeps{DB: db, Redis: rdb, Names: names,
+		r, err := retention.New(cfg, retention.Deps{DB: db, Redis: rdb, Names: names,
 			Registry: prometheus.NewRegistry(), Log: log})
 		must(t, err)
 		must(t, r.Start(ctx))

@@ -1,4 +1,4 @@
-package worker
+package retention
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/asynqlog"
 	"github.com/balletplanner/ballet/tasks"
 )
 
@@ -48,14 +49,14 @@ func (s *retentionServer) Start(ctx context.Context) error {
 		// A completed run's task, kept for most of an interval, frees its
 		// id soon after: the janitor runs at least once an interval.
 		JanitorInterval: min(8*time.Second, max(time.Second, s.interval/4)),
-		Logger:          asynqLogger{s.log},
+		Logger:          asynqlog.Logger{L: s.log},
 		LogLevel:        asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
-	mux.HandleFunc(tasks.TypeRetention, s.h.process)
+	mux.HandleFunc(TaskType, s.h.process)
 	if err := s.srv.Start(mux); err != nil {
 		s.srv = nil
-		return fmt.Errorf("worker: start the retention queue: %w", err)
+		return fmt.Errorf("retention: start the retention queue: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package worker
+package embeddings
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/asynqlog"
 	"github.com/balletplanner/ballet/tasks"
 )
 
@@ -50,15 +51,15 @@ func (s *embedServer) Start(ctx context.Context) error {
 		DelayedTaskCheckInterval: time.Second,
 		ShutdownTimeout:          embedShutdown,
 		RetryDelayFunc:           embedRetryDelay,
-		Logger:                   asynqLogger{s.log},
+		Logger:                   asynqlog.Logger{L: s.log},
 		LogLevel:                 asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
-	mux.HandleFunc(tasks.TypeEmbed, s.h.embed)
-	mux.HandleFunc(tasks.TypeEmbedBackfill, s.h.backfill)
+	mux.HandleFunc(TypeEmbed, s.h.embed)
+	mux.HandleFunc(TypeBackfill, s.h.backfill)
 	if err := s.srv.Start(mux); err != nil {
 		s.srv = nil
-		return fmt.Errorf("worker: start the embed queue: %w", err)
+		return fmt.Errorf("embeddings: start the embed queue: %w", err)
 	}
 	s.log.InfoContext(ctx, "embed queue started", slog.String("queue", s.queue), slog.Int("concurrency", s.concurrency))
 	return nil
