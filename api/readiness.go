@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/balletplanner/ballet/internal/ttlcache"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -35,9 +36,7 @@ type Readiness struct {
 
 	mu       sync.Mutex
 	required []namedCheck
-	at       time.Time // when schema was read; zero for never
-	schema   store.Schema
-	schemaOK bool
+	schema   *ttlcache.Cache[store.Schema] // the last reading, under ""
 }
 
 // namedCheck is a check Require added.
@@ -56,7 +55,7 @@ func (r *Readiness) Require(name string, check func() error) {
 
 // NewReadiness checks db and rdb.
 func NewReadiness(db *store.DB, rdb redis.UniversalClient) *Readiness {
-	return &Readiness{db: db, rdb: rdb}
+	return &Readiness{db: db, rdb: rdb, schema: ttlcache.New[store.Schema](1, nil)}
 }
 
 // ReadyReport is the /readyz body:
@@ -126,22 +125,18 @@ func (r *Readiness) Check(ctx context.Context) ReadyReport {
 
 // schemaStatus reads the schema, or returns the last reading while it is
 // fresh: schemaRecheck while migrations are pending, schemaOKFor after.
+// Concurrent probes share one reading; a failed one is not kept.
 func (r *Readiness) schemaStatus(ctx context.Context) (store.Schema, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fresh := schemaRecheck
-	if r.schemaOK {
-		fresh = schemaOKFor
-	}
-	if !r.at.IsZero() && time.Since(r.at) < fresh {
-		return r.schema, nil
-	}
-	s, err := r.db.SchemaStatus(ctx)
-	if err != nil {
-		return s, err
-	}
-	r.at, r.schema, r.schemaOK = time.Now(), s, !s.Behind()
-	return s, nil
+	return r.schema.Load(ctx, "", func(ctx context.Context) (store.Schema, time.Time, error) {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		s, err := r.db.SchemaStatus(ctx)
+		fresh := schemaOKFor
+		if s.Behind() {
+			fresh = schemaRecheck
+		}
+		return s, time.Now().Add(fresh), err
+	})
 }
 
 // ServeHTTP answers /readyz: 200 with the report when ready, else 503.

@@ -7,12 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/ttlcache"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -96,23 +94,27 @@ func (s *scope) credential(model string) (upstreamCred, bool) {
 	return upstreamCred{}, false
 }
 
-// scopeCache caches resolved scopes for a short time, so a stream of calls
-// does not read Postgres each time. Concurrent misses of one scope share one
-// lookup.
+// maxCachedScopes bounds the scopes kept.
+const maxCachedScopes = 10000
+
+// scopeCache caches resolved scopes for ttl (none when ttl is not
+// positive), so a stream of calls does not read Postgres each time.
+// Concurrent misses of one scope share one lookup.
 type scopeCache struct {
 	src    scopeSource
 	sealer *Sealer
 	ttl    time.Duration
 	now    func() time.Time
-
-	flight  singleflight.Group
-	mu      sync.Mutex
-	entries map[string]scopeEntry
+	cache  *ttlcache.Cache[*scope]
 }
 
-type scopeEntry struct {
-	s  *scope
-	at time.Time
+// newScopeCache is an empty scopeCache reading the time from now
+// (time.Now when nil).
+func newScopeCache(src scopeSource, sealer *Sealer, ttl time.Duration, now func() time.Time) *scopeCache {
+	if now == nil {
+		now = time.Now
+	}
+	return &scopeCache{src: src, sealer: sealer, ttl: ttl, now: now, cache: ttlcache.New[*scope](maxCachedScopes, now)}
 }
 
 // get returns the scope of a project, from the cache while it is fresh.
@@ -120,32 +122,19 @@ type scopeEntry struct {
 // waits for it only as long as its own ctx lasts, and the lookup itself is
 // not cut short by one caller leaving.
 func (c *scopeCache) get(ctx context.Context, organizationID, projectID string) (*scope, error) {
-	key := organizationID + "/" + projectID
 	now := c.now()
-	c.mu.Lock()
-	e, ok := c.entries[key]
-	c.mu.Unlock()
-	if ok && now.Sub(e.at) < c.ttl {
-		return e.s, nil
-	}
-	lookup := context.WithoutCancel(ctx)
-	ch := c.flight.DoChan(key, func() (any, error) {
-		return c.load(lookup, key, organizationID, projectID, now)
+	s, err := c.cache.Load(ctx, organizationID+"/"+projectID, func(ctx context.Context) (*scope, time.Time, error) {
+		s, err := c.load(ctx, organizationID, projectID)
+		return s, now.Add(c.ttl), err
 	})
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("gateway: resolve scope: %w", ctx.Err())
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*scope), nil
+	if err != nil && err == ctx.Err() {
+		return nil, fmt.Errorf("gateway: resolve scope: %w", err)
 	}
+	return s, err
 }
 
-// load reads a scope from its source, opens its credentials and caches it
-// under key as of now.
-func (c *scopeCache) load(ctx context.Context, key, organizationID, projectID string, now time.Time) (*scope, error) {
+// load reads a scope from its source and opens its credentials.
+func (c *scopeCache) load(ctx context.Context, organizationID, projectID string) (*scope, error) {
 	ls, err := c.src.ResolveLLMScope(ctx, organizationID, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: resolve scope: %w", err)
@@ -162,14 +151,6 @@ func (c *scopeCache) load(ctx context.Context, key, organizationID, projectID st
 			continue
 		}
 		s.creds = append(s.creds, upstreamCred{provider: cr.Provider, apiKey: apiKey, baseURL: cr.BaseURL, project: cr.ProjectID != ""})
-	}
-	if c.ttl > 0 {
-		c.mu.Lock()
-		if len(c.entries) > 10000 {
-			clear(c.entries)
-		}
-		c.entries[key] = scopeEntry{s: s, at: now}
-		c.mu.Unlock()
 	}
 	return s, nil
 }

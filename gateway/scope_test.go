@@ -80,8 +80,7 @@ func TestScopeCacheSharesOneLookup(t *testing.T) {
 	src := newCountingSource(n)
 	clock := time.Unix(1_700_000_000, 0)
 	var mu sync.Mutex
-	c := &scopeCache{src: src, ttl: 10 * time.Second, entries: map[string]scopeEntry{},
-		now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }}
+	c := newScopeCache(src, nil, 10*time.Second, func() time.Time { mu.Lock(); defer mu.Unlock(); return clock })
 	got, errs := missAll(t, c, src, n)
 	if l := src.lookups.Load(); l != 1 {
 		t.Fatalf("%d concurrent misses did %d lookups, want 1", n, l)
@@ -109,7 +108,7 @@ func TestScopeCacheSharesFailures(t *testing.T) {
 	const n = 4
 	src := newCountingSource(n)
 	src.err = errors.New("connection refused")
-	c := &scopeCache{src: src, ttl: 10 * time.Second, now: time.Now, entries: map[string]scopeEntry{}}
+	c := newScopeCache(src, nil, 10*time.Second, nil)
 	_, errs := missAll(t, c, src, n)
 	if l := src.lookups.Load(); l != 1 {
 		t.Fatalf("%d concurrent misses did %d lookups, want 1", n, l)
@@ -119,8 +118,8 @@ func TestScopeCacheSharesFailures(t *testing.T) {
 			t.Fatalf("caller %d: error %v", i, err)
 		}
 	}
-	if len(c.entries) != 0 {
-		t.Fatalf("a failed lookup was cached: %v", c.entries)
+	if n := c.cache.Len(); n != 0 {
+		t.Fatalf("a failed lookup was cached: %d entries", n)
 	}
 	if _, err := c.get(t.Context(), "org", "proj"); err == nil || src.lookups.Load() != 2 {
 		t.Fatalf("after a failure: error %v after %d lookups; want a second lookup", err, src.lookups.Load())
@@ -132,7 +131,7 @@ func TestScopeCacheSharesFailures(t *testing.T) {
 func TestScopeCacheCallerLeaves(t *testing.T) {
 	t.Parallel()
 	src := newCountingSource(2)
-	c := &scopeCache{src: src, ttl: 10 * time.Second, now: time.Now, entries: map[string]scopeEntry{}}
+	c := newScopeCache(src, nil, 10*time.Second, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	left := make(chan error, 1)
 	go func() {

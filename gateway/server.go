@@ -123,7 +123,7 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{
-		cfg: cfg, log: log.With(slog.String("component", "gateway")), signingKey: []byte(cfg.SigningKey), keyring: keyring(cfg),
+		cfg: cfg, log: log.With(slog.String("component", "gateway")), signingKey: []byte(cfg.SigningKey), keyring: keyring(cfg), tokens: newTokenCache(nil),
 		providers: map[string]provider{store.ProviderAnthropic: anthropicProvider{}, store.ProviderOpenAI: openaiProvider{}},
 	}
 	for _, o := range opts {
@@ -148,7 +148,7 @@ func New(cfg Config, db Store, rdb redis.UniversalClient, reg prometheus.Registe
 			return nil, err
 		}
 	}
-	s.scopes = &scopeCache{src: db, sealer: sealer, ttl: cfg.CacheTTL, now: time.Now, entries: map[string]scopeEntry{}}
+	s.scopes = newScopeCache(db, sealer, cfg.CacheTTL, nil)
 	s.usage = newUsageWriter(db, s.log, cfg.UsageBatchSize, cfg.UsageBuffer, cfg.UsageFlushInterval)
 	if s.metrics, err = newMetrics(reg, func() float64 { return float64(s.usage.pending()) }); err != nil {
 		return nil, err

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/balletplanner/ballet/gateway/llm"
+	"github.com/balletplanner/ballet/internal/ttlcache"
 )
 
 // maxCachedTokens bounds the verified tokens kept: a worker's token serves
@@ -19,26 +19,21 @@ const maxCachedTokens = 4096
 // their expiry, so that a token's signature is checked once, not on every
 // call. A token is the same string for as long as it is valid, and its
 // claims cannot change without its signature changing; failures are never
-// kept. The zero value is ready to use.
+// kept.
 type tokenCache struct {
-	mu      sync.Mutex
-	entries map[string]cachedToken
+	c *ttlcache.Cache[llm.Principal]
 }
 
-type cachedToken struct {
-	p       llm.Principal
-	expires time.Time
+// newTokenCache is an empty tokenCache of at most maxCachedTokens, reading
+// the time from now (time.Now when nil).
+func newTokenCache(now func() time.Time) tokenCache {
+	return tokenCache{c: ttlcache.New[llm.Principal](maxCachedTokens, now)}
 }
 
 // verify is keys.Verify(token), from the cache while the token has not
 // expired.
-func (c *tokenCache) verify(keys llm.Keyring, token string) (llm.Principal, error) {
-	now := time.Now()
-	c.mu.Lock()
-	e, ok := c.entries[token]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		p := e.p
+func (c tokenCache) verify(keys llm.Keyring, token string) (llm.Principal, error) {
+	if p, ok := c.c.Get(token); ok {
 		p.Capabilities = slices.Clone(p.Capabilities)
 		return p, nil
 	}
@@ -46,28 +41,11 @@ func (c *tokenCache) verify(keys llm.Keyring, token string) (llm.Principal, erro
 	if err != nil {
 		return p, err
 	}
-	exp, ok := tokenExpiry(token)
-	if !ok || !now.Before(exp) {
-		return p, nil
+	if exp, ok := tokenExpiry(token); ok {
+		kept := p
+		kept.Capabilities = slices.Clone(p.Capabilities)
+		c.c.Set(token, kept, exp)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = make(map[string]cachedToken)
-	}
-	if len(c.entries) >= maxCachedTokens {
-		for t, e := range c.entries {
-			if !now.Before(e.expires) {
-				delete(c.entries, t)
-			}
-		}
-		if len(c.entries) >= maxCachedTokens {
-			clear(c.entries)
-		}
-	}
-	kept := p
-	kept.Capabilities = slices.Clone(p.Capabilities)
-	c.entries[token] = cachedToken{p: kept, expires: exp}
 	return p, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,11 @@ func TestTokenCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c tokenCache
+	clock := time.Now()
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
+	c := newTokenCache(now)
 	for i := range 2 {
 		got, err := c.verify(llm.Keyring{key}, token)
 		if err != nil || !reflect.DeepEqual(got, want) {
@@ -30,14 +35,11 @@ func TestTokenCache(t *testing.T) {
 		}
 		got.Capabilities[0] = "changed" // a caller's copy, not the cache's
 	}
-	if n := len(c.entries); n != 1 {
+	if n := c.c.Len(); n != 1 {
 		t.Fatalf("%d entries, want 1", n)
 	}
-	if exp := c.entries[token].expires; exp.Before(time.Now().Add(50*time.Second)) || exp.After(time.Now().Add(time.Minute)) {
-		t.Errorf("kept until %v, want the token's expiry in about a minute", exp)
-	}
 
-	// A failure is not kept; a kept token past its expiry is verified again.
+	// A failure is not kept.
 	other, err := llm.Mint([]byte(randomHex(32)), p, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -45,23 +47,35 @@ func TestTokenCache(t *testing.T) {
 	if _, err := c.verify(llm.Keyring{key}, other); !errors.Is(err, llm.ErrInvalidToken) {
 		t.Fatalf("foreign token: %v", err)
 	}
-	if _, kept := c.entries[other]; kept {
-		t.Fatal("a refused token was kept")
+	if n := c.c.Len(); n != 1 {
+		t.Fatalf("a refused token was kept: %d entries", n)
 	}
-	c.entries[other] = cachedToken{p: p, expires: time.Now().Add(-time.Second)}
+
+	// An entry serves until the token's expiry, and no longer: a kept
+	// token past it is verified again.
+	c.c.Set(other, p, now().Add(50*time.Second))
+	advance(49 * time.Second)
+	if got, err := c.verify(llm.Keyring{key}, other); err != nil || got.Subject != p.Subject {
+		t.Fatalf("kept entry before its expiry: %+v, %v", got, err)
+	}
+	if _, ok := c.c.Get(token); !ok {
+		t.Fatal("token dropped before its expiry, in about a minute")
+	}
+	advance(2 * time.Second)
 	if _, err := c.verify(llm.Keyring{key}, other); !errors.Is(err, llm.ErrInvalidToken) {
 		t.Fatalf("expired entry served: %v", err)
 	}
+	advance(10 * time.Second)
+	if _, ok := c.c.Get(token); ok {
+		t.Fatal("token kept past its expiry")
+	}
 
 	// The cache stays bounded.
+	fresh := newTokenCache(nil)
 	for i := range maxCachedTokens {
-		c.entries["t"+strconv.Itoa(i)] = cachedToken{p: p, expires: time.Now().Add(time.Hour)}
+		fresh.c.Set("t"+strconv.Itoa(i), p, time.Now().Add(time.Hour))
 	}
-	if _, err := c.verify(llm.Keyring{key}, token); err != nil {
-		t.Fatal(err)
-	}
-	delete(c.entries, token)
-	if _, err := c.verify(llm.Keyring{key}, token); err != nil || len(c.entries) > maxCachedTokens {
-		t.Fatalf("%d entries (%v), want at most %d", len(c.entries), err, maxCachedTokens)
+	if _, err := fresh.verify(llm.Keyring{key}, token); err != nil || fresh.c.Len() > maxCachedTokens {
+		t.Fatalf("%d entries (%v), want at most %d", fresh.c.Len(), err, maxCachedTokens)
 	}
 }

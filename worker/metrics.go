@@ -1,11 +1,12 @@
 package worker
 
 import (
-	"sync"
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/balletplanner/ballet/internal/ttlcache"
 	"github.com/balletplanner/ballet/store"
 	"github.com/balletplanner/ballet/tasks"
 )
@@ -84,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, q *tasks.Queue, turnTimeout time.Dura
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.turns, m.duration, m.queueWait, m.rounds, m.toolCalls, m.toolTime,
-		m.running, m.compactions, m.resumes, m.modelRetries, &queueDepth{q: q}} {
+		m.running, m.compactions, m.resumes, m.modelRetries, queueDepthFor(q)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -105,9 +106,12 @@ func (m *metrics) toolCall(tool string, isError bool, took time.Duration) {
 // inspector, cached between scrapes: each lookup runs Lua and MEMORY USAGE.
 type queueDepth struct {
 	q     *tasks.Queue
-	mu    sync.Mutex
-	at    time.Time
-	cache map[string]float64
+	cache *ttlcache.Cache[map[string]float64] // by queue
+}
+
+// queueDepthFor is the queueDepth collector of q.
+func queueDepthFor(q *tasks.Queue) *queueDepth {
+	return &queueDepth{q: q, cache: ttlcache.New[map[string]float64](1, nil)}
 }
 
 var queueDepthDesc = prometheus.NewDesc("ballet_planner_queue_depth",
@@ -118,24 +122,25 @@ var queueDepthDesc = prometheus.NewDesc("ballet_planner_queue_depth",
 func (c *queueDepth) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepthDesc }
 
 func (c *queueDepth) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.q == nil {
 		return
 	}
-	if time.Since(c.at) > 5*time.Second {
-		c.at = time.Now()
-		c.cache = map[string]float64{}
-		if info, err := c.q.QueueInfo(c.q.Names().Queue()); err == nil {
-			c.cache["pending"] = float64(info.Pending)
-			c.cache["active"] = float64(info.Active)
-			c.cache["scheduled"] = float64(info.Scheduled)
-			c.cache["retry"] = float64(info.Retry)
-			c.cache["archived"] = float64(info.Archived)
+	queue := c.q.Names().Queue()
+	// A failed read is kept too, as no figures, for as long as figures
+	// would be: a failing Redis is not asked on every scrape.
+	depth, _ := c.cache.Load(context.Background(), queue, func(context.Context) (map[string]float64, time.Time, error) {
+		depth := map[string]float64{}
+		if info, err := c.q.QueueInfo(queue); err == nil {
+			depth["pending"] = float64(info.Pending)
+			depth["active"] = float64(info.Active)
+			depth["scheduled"] = float64(info.Scheduled)
+			depth["retry"] = float64(info.Retry)
+			depth["archived"] = float64(info.Archived)
 		}
-	}
-	for state, v := range c.cache {
-		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, v, c.q.Names().Queue(), state)
+		return depth, time.Now().Add(5 * time.Second), nil
+	})
+	for state, v := range depth {
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, v, queue, state)
 	}
 }
 

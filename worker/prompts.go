@@ -7,8 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
+	"github.com/balletplanner/ballet/internal/ttlcache"
 	"github.com/balletplanner/ballet/store"
 )
 
@@ -24,7 +23,6 @@ const promptLoadTimeout = 10 * time.Second
 type prompt struct {
 	project store.Project
 	system  string
-	at      time.Time
 }
 
 // promptStore is what building a system prompt reads; the store
@@ -83,13 +81,16 @@ func buildPrompt(ctx context.Context, db promptStore, cfg PlannerConfig, s store
 	return prompt{project: p, system: systemPrompt(p.Key, p.Name, p.Description, o.Name, author, cfg.Skill, version, skill)}, nil
 }
 
+// maxCachedPrompts bounds the prompts kept.
+const maxCachedPrompts = 10000
+
 // promptCache keeps system prompts by project and human for promptTTL;
-// concurrent lookups of a key that is not cached share one load.
+// concurrent lookups of a key that is not cached share one load. The zero
+// value is ready to use.
 type promptCache struct {
-	mu      sync.Mutex
-	entries map[string]prompt
-	flight  singleflight.Group
-	// waiting counts the lookups waiting on a load in flight.
+	once  sync.Once
+	cache *ttlcache.Cache[prompt]
+	// waiting counts the lookups that missed and wait on a load.
 	waiting atomic.Int64
 }
 
@@ -98,51 +99,16 @@ type promptCache struct {
 // arrive while it runs, apart from the context of the one that started it;
 // a lookup whose ctx ends stops waiting. A failed load is not cached.
 func (c *promptCache) get(ctx context.Context, key string, load func(context.Context) (prompt, error)) (prompt, error) {
-	if p, ok := c.cached(key); ok {
+	c.once.Do(func() { c.cache = ttlcache.New[prompt](maxCachedPrompts, nil) })
+	if p, ok := c.cache.Get(key); ok {
 		return p, nil
 	}
-	ch := c.flight.DoChan(key, func() (any, error) {
-		if p, ok := c.cached(key); ok { // put by a load that ended just now
-			return p, nil
-		}
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promptLoadTimeout)
-		defer cancel()
-		p, err := load(lctx)
-		if err != nil {
-			return prompt{}, err
-		}
-		return c.put(key, p), nil
-	})
 	c.waiting.Add(1)
 	defer c.waiting.Add(-1)
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return prompt{}, r.Err
-		}
-		return r.Val.(prompt), nil
-	case <-ctx.Done():
-		return prompt{}, ctx.Err()
-	}
-}
-
-func (c *promptCache) cached(key string) (prompt, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.entries[key]
-	if !ok || time.Since(p.at) > promptTTL {
-		return prompt{}, false
-	}
-	return p, true
-}
-
-func (c *promptCache) put(key string, p prompt) prompt {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) > 10000 {
-		c.entries = map[string]prompt{} // bounded: start over rather than grow
-	}
-	p.at = time.Now()
-	c.entries[key] = p
-	return p
+	return c.cache.Load(ctx, key, func(ctx context.Context) (prompt, time.Time, error) {
+		lctx, cancel := context.WithTimeout(ctx, promptLoadTimeout)
+		defer cancel()
+		p, err := load(lctx)
+		return p, time.Now().Add(promptTTL), err
+	})
 }
