@@ -85,21 +85,11 @@ type pipeline struct {
 // newPipeline is a pipeline that embeds with emb.
 func newPipeline(t *testing.T, emb *testEmbedder, sc embeddings.SearchConfig) *pipeline {
 	t.Helper()
-	ctx := context.Background()
-	db := storetest.New(t)
+	fx := storetest.NewProject(t)
+	db := fx.DB
 	rdb, rc := taskstest.New(t)
-	sys := store.SystemActor()
-	org, err := db.CreateOrganization(ctx, "acme", "Acme", sys)
-	must(t, err)
-	project, err := db.CreateProject(ctx, org.ID, "WEB", "Web", sys)
-	must(t, err)
-	_, err = db.CreateRoleBinding(ctx, "ann@example.com", store.RoleEngineer,
-		store.Scope{Kind: store.ScopeProject, OrganizationID: org.ID, ProjectID: project.ID}, sys)
-	must(t, err)
-	p, err := db.Principal(ctx, "ann@example.com")
-	must(t, err)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return &pipeline{t: t, db: db, human: store.HumanCaller(p), deps: embeddings.Deps{DB: db, Redis: rdb,
+	return &pipeline{t: t, db: db, human: fx.Human, deps: embeddings.Deps{DB: db, Redis: rdb,
 		Queue: tasks.NewQueue(rdb, tasks.Names{Namespace: rc.Namespace}, time.Minute), Search: sc, Log: log,
 		Embedders: func(string, string) store.Embedder { return emb }}}
 }

@@ -27,19 +27,8 @@ type retentionFixture struct {
 
 func newRetentionFixture(t *testing.T) *retentionFixture {
 	t.Helper()
-	ctx := context.Background()
-	db := storetest.New(t)
-	sys := store.SystemActor()
-	org, err := db.CreateOrganization(ctx, "acme", "Acme", sys)
-	must(t, err)
-	project, err := db.CreateProject(ctx, org.ID, "WEB", "Web", sys)
-	must(t, err)
-	_, err = db.CreateRoleBinding(ctx, "ann@example.com", store.RoleEngineer,
-		store.Scope{Kind: store.ScopeProject, OrganizationID: org.ID, ProjectID: project.ID}, sys)
-	must(t, err)
-	p, err := db.Principal(ctx, "ann@example.com")
-	must(t, err)
-	return &retentionFixture{t: t, db: db, org: org, project: project, human: store.HumanCaller(p)}
+	fx := storetest.NewProject(t)
+	return &retentionFixture{t: t, db: fx.DB, org: fx.Organization, project: fx.Project, human: fx.Human}
 }
 
 // exec runs a statement of the fixture's set-up.

@@ -78,18 +78,9 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	db := storetest.New(t)
-	sys := store.SystemActor()
-	org, err := db.CreateOrganization(ctx, "acme", "Acme", sys)
-	must(t, err)
-	project, err := db.CreateProject(ctx, org.ID, "WEB", "Web", sys)
-	must(t, err)
-	_, err = db.CreateRoleBinding(ctx, "ann@example.com", store.RoleEngineer,
-		store.Scope{Kind: store.ScopeProject, OrganizationID: org.ID, ProjectID: project.ID}, sys)
-	must(t, err)
-	p, err := db.Principal(ctx, "ann@example.com")
-	must(t, err)
-	e := &env{t: t, db: db, human: store.HumanCaller(p)}
+	fx := storetest.NewProject(t)
+	db := fx.DB
+	e := &env{t: t, db: db, human: fx.Human}
 	s, err := db.CreateSession(ctx, e.human, "WEB", "plan")
 	must(t, err)
 	e.session = s.ID
